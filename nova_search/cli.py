@@ -1,0 +1,188 @@
+"""The command line. Thin: each command parses options, calls one function, and is the only place
+that turns a ``NovaError`` into a message and an exit code (2: bad input, 1: anything else).
+
+Precedence, lowest first: defaults < environment (NOVA_STORAGE, NOVA_ENGINE_PYTHON) < spec file <
+flags (--set, --storage, --study-name, --n-trials).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from nova_search.errors import NovaError, SpecError
+from nova_search.spec import StudySpec, load_spec
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="nova-search: find the best vLLM serving configuration with Optuna.")
+console = Console(log_path=False)
+err_console = Console(stderr=True)
+
+StorageOpt = Annotated[
+    str | None,
+    typer.Option("--storage", envvar="NOVA_STORAGE",
+                 help="SQLAlchemy URL of the study storage. Default: the spec's storage, else sqlite:///nova.db."),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a spec field before validation: dotted.key=value (YAML value). Repeatable."),
+]
+StudyNameOpt = Annotated[str | None, typer.Option("--study-name", help="Study name. Default: the spec's name.")]
+GpusOpt = Annotated[
+    str | None, typer.Option("--gpus", envvar="NOVA_GPUS", help="GPUs this worker owns, e.g. 0,1.")
+]
+
+
+def _fail(e: NovaError) -> NoReturn:
+    err_console.print(f"[red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
+    raise typer.Exit(2 if isinstance(e, SpecError) else 1)
+
+
+def _guard(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except NovaError as e:
+        _fail(e)
+
+
+def _storage_url(flag: str | None, spec: StudySpec | None) -> str:
+    from nova_search.study import DEFAULT_STORAGE
+
+    return flag or (spec.storage if spec and spec.storage else None) or DEFAULT_STORAGE
+
+
+def _parse_gpus(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SpecError(f"--gpus {text!r}: give GPU indices separated by commas, e.g. 0,1") from None
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM behaves like Ctrl-C: the running trial is torn down and ends FAIL ("interrupted")."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _work(study_name: str, storage_url: str, study: Any, spec: StudySpec, max_trials: int | None,
+          gpus: tuple[int, ...], artifacts_dir: str | None) -> None:
+    from nova_search.progress import RichReporter, outcome_table, pareto_table
+    from nova_search.study import WorkerOptions, mask_url, run_worker
+
+    console.print(f"study [bold]{study_name}[/] in {mask_url(storage_url)}: budget {spec.budget.n_trials} trials")
+    _interrupt_on_sigterm()
+    with RichReporter(console, spec.budget.n_trials) as reporter:
+        try:
+            run_worker(study, spec, WorkerOptions(max_trials=max_trials, gpus=gpus,
+                                                  artifacts_dir=artifacts_dir, reporter=reporter))
+        except KeyboardInterrupt:
+            err_console.print("interrupted: the running trial was stopped and recorded as FAIL")
+            raise typer.Exit(130) from None
+    console.print(outcome_table(study))
+    table = pareto_table(study)
+    if table is not None:
+        console.print(table)
+    elif any(t.state.name == "COMPLETE" for t in study.get_trials(deepcopy=False)):
+        console.print("[yellow]No trial met every constraint: no feasible Pareto front yet.[/]")
+    else:
+        err_console.print("[red]Every trial of this study failed or was pruned; nothing was measured.[/] "
+                          "See the reasons above and each trial's nova:log_tail attribute.")
+        raise typer.Exit(3)
+
+
+@app.command()
+def run(
+    spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml", help="The study spec.")],
+    storage: StorageOpt = None,
+    study_name: StudyNameOpt = None,
+    n_trials: Annotated[int | None, typer.Option("--n-trials", min=1, help="Trial budget (overrides budget.n_trials).")] = None,
+    set_: SetOpt = None,
+    gpus: GpusOpt = None,
+    artifacts_dir: Annotated[str | None, typer.Option("--artifacts-dir", help="Where server logs go.")] = None,
+) -> None:
+    """Create (or continue) a study and run it with one local worker."""
+    from nova_search.study import create
+
+    overrides = list(set_ or [])
+    if n_trials is not None:
+        overrides.append(f"budget.n_trials={n_trials}")
+    spec = _guard(lambda: load_spec(spec_path, overrides))
+    gpu_ids = _guard(lambda: _parse_gpus(gpus))
+    url = _storage_url(storage, spec)
+    name = study_name or spec.name
+    study = _guard(lambda: create(spec, url, name, exist_ok=True))
+    _guard(lambda: _work(name, url, study, spec, None, gpu_ids, artifacts_dir))
+
+
+@app.command("create")
+def create_cmd(
+    spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml", help="The study spec.")],
+    storage: StorageOpt = None,
+    study_name: StudyNameOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Create a study once (directions, metric names, spec, baselines); workers then load it."""
+    from nova_search.study import create, mask_url
+
+    spec = _guard(lambda: load_spec(spec_path, list(set_ or [])))
+    url = _storage_url(storage, spec)
+    name = study_name or spec.name
+    _guard(lambda: create(spec, url, name))
+    console.print(f"created study {name} in {mask_url(url)}")
+
+
+@app.command()
+def worker(
+    study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name.")],
+    storage: StorageOpt = None,
+    gpus: GpusOpt = None,
+    max_trials: Annotated[int | None, typer.Option("--max-trials", min=1, help="Stop after this many trials here.")] = None,
+    artifacts_dir: Annotated[str | None, typer.Option("--artifacts-dir", help="Where server logs go.")] = None,
+) -> None:
+    """Run trials of an existing study until its budget (counted across all workers) is met."""
+    from nova_search.study import load
+
+    url = _storage_url(storage, None)
+    gpu_ids = _guard(lambda: _parse_gpus(gpus))
+    loaded, spec = _guard(lambda: load(study, url))
+    _guard(lambda: _work(study, url, loaded, spec, max_trials, gpu_ids, artifacts_dir))
+
+
+@app.command()
+def validate(
+    spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml")],
+    set_: SetOpt = None,
+) -> None:
+    """Validate a spec (with overrides) and print it as the study will store it."""
+    import yaml
+
+    spec = _guard(lambda: load_spec(spec_path, list(set_ or [])))
+    console.print(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False), highlight=False)
+
+
+@app.command("tiny-model")
+def tiny_model(
+    out_dir: Annotated[str, typer.Argument(metavar="DIR", help="Folder to write the model into.")],
+) -> None:
+    """Build the tiny local model (Llama shape, local tokenizer; serve with --load-format dummy)."""
+    from nova_search.tinymodel import build_tiny_model
+
+    path = build_tiny_model(out_dir)
+    console.print(f"tiny model written to {path} (EAGLE-3 drafter in {path / 'eagle3'})")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

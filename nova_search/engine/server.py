@@ -1,0 +1,204 @@
+"""The server's lifecycle, as a context manager.
+
+- Started from an argv list in a new session (its own process group), stdin closed, output to a log
+  file that becomes a trial artifact.
+- Ready means ``/health`` answers 200 *and* the process is alive, before a monotonic deadline; a
+  process that exits during boot fails fast with its classified reason and the tail of its log.
+- Stopped with SIGTERM to the whole group, SIGKILL after a grace period, whatever happened.
+- A guard process (``reaper``) kills the group if the worker itself dies, so a dead worker never
+  leaves a server holding a GPU or host memory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from nova_search.engine.command import LaunchPlan
+from nova_search.errors import EngineError, TrialFailure
+
+#: log patterns -> classified reason, first match wins. A new, understood failure joins this table
+#: (and, if it is a configuration rule, the compatibility table in space.py).
+FAILURE_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("oom", r"out of memory|OutOfMemoryError|less than desired (?:CPU|GPU) memory utilization"
+            r"|No available memory for the cache blocks|Insufficient memory|not enough KV cache"
+            r"|Cannot allocate memory"),
+    ("unsupported", r"invalid choice|not supported|is not supported|requires .* (?:AVX|AMX|Arctic)"
+                    r"|is required for|NotImplementedError|is smaller than max_model_len"
+                    r"|ValueError|unrecognized arguments|No module named"),
+)
+
+
+def classify_failure(log_text: str) -> str:
+    for reason, pattern in FAILURE_PATTERNS:
+        if re.search(pattern, log_text, flags=re.IGNORECASE):
+            return reason
+    return "crash"
+
+
+def tail(path: Path, max_bytes: int = 6000) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+class Server:
+    """``with Server(plan, log_path, ...) as server:`` boots, waits until ready, and always stops."""
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        log_path: Path,
+        *,
+        boot_timeout_s: float,
+        stop_timeout_s: float = 20.0,
+        poll_interval_s: float = 0.5,
+    ) -> None:
+        self.plan = plan
+        self.log_path = log_path
+        self.boot_timeout_s = boot_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.poll_interval_s = poll_interval_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._guard_fd: int | None = None
+        self.boot_s: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.plan.host}:{self.plan.port}"
+
+    @property
+    def api_key(self) -> str:
+        return self.plan.env["VLLM_API_KEY"]
+
+    def __enter__(self) -> Server:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.plan.env}
+        self._t0 = time.monotonic()
+        with self.log_path.open("ab") as log:
+            try:
+                self.proc = subprocess.Popen(
+                    list(self.plan.argv),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            except OSError as e:
+                raise EngineError(f"cannot start the engine {self.plan.argv[0]!r}: {e.strerror}") from None
+        read_fd, self._guard_fd = os.pipe()
+        try:
+            self._reaper = subprocess.Popen(
+                [sys.executable, "-m", "nova_search.engine.reaper", str(self.proc.pid)],
+                stdin=read_fd,
+                start_new_session=True,
+            )
+        finally:
+            os.close(read_fd)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = self._t0 + self.boot_timeout_s
+        url = f"{self.base_url}/health"
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                if not self.alive():
+                    self._fail_boot(f"the server exited with code {self.proc.returncode} during boot")
+                try:
+                    if client.get(url).status_code == 200 and self.alive():
+                        self.boot_s = time.monotonic() - self._t0
+                        return
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TrialFailure(
+                        "timeout",
+                        f"the server was not ready within {self.boot_timeout_s:g} s",
+                        tail(self.log_path),
+                    )
+                time.sleep(self.poll_interval_s)
+
+    def _fail_boot(self, message: str) -> None:
+        self.stop()  # let the log flush and every child go before reading the tail
+        log_tail = tail(self.log_path)
+        raise TrialFailure(classify_failure(log_tail), message, log_tail)
+
+    def stop(self) -> None:
+        """SIGTERM to the group, SIGKILL after the grace period; then release the guard."""
+        if self.proc is not None:
+            pgid = self.proc.pid
+            for sig, wait_s in ((signal.SIGTERM, self.stop_timeout_s), (signal.SIGKILL, 10.0)):
+                try:
+                    os.killpg(pgid, sig)
+                except ProcessLookupError:
+                    break
+                deadline = time.monotonic() + wait_s
+                while time.monotonic() < deadline:
+                    self.proc.poll()
+                    if not group_alive(pgid):
+                        break
+                    time.sleep(0.1)
+                if not group_alive(pgid):
+                    break
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._guard_fd is not None:
+            os.close(self._guard_fd)
+            self._guard_fd = None
+        if self._reaper is not None:
+            try:
+                self._reaper.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._reaper.kill()
+            self._reaper = None

@@ -1,0 +1,177 @@
+"""RequestRecords (+ engine samples) -> LevelResult. Pure functions; the definitions the README states.
+
+- TTFT: first output chunk arrival minus send.  E2E: last output chunk minus send.
+- TPOT: (E2E - TTFT) / (output_tokens - 1), per request.
+- ITL: the gap before each chunk divided by the tokens that chunk carried, one sample per token.
+- Output throughput: output tokens of the requests measured in the window / window length, where the
+  window runs from the first measured send to the last measured completion (warmup excluded).
+- Engine figures come from /metrics samples taken during the window; counters are window deltas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from nova_search.records import EngineSample, LevelRun
+
+PERCENTILES = (("mean", None), ("p50", 50.0), ("p90", 90.0), ("p99", 99.0))
+LATENCIES = ("ttft", "tpot", "itl", "e2e")
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """The profile of one concurrency level. Latencies in milliseconds; None when undefined."""
+
+    concurrency: int
+    requests: int
+    completed: int
+    errors: int
+    error_rate: float
+    duration_s: float
+    input_tokens: int
+    output_tokens: int
+    output_throughput: float
+    total_token_throughput: float
+    request_throughput: float
+    ttft_mean_ms: float | None = None
+    ttft_p50_ms: float | None = None
+    ttft_p90_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    tpot_mean_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    tpot_p90_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    itl_mean_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p90_ms: float | None = None
+    itl_p99_ms: float | None = None
+    e2e_mean_ms: float | None = None
+    e2e_p50_ms: float | None = None
+    e2e_p90_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    kv_cache_usage_peak: float | None = None
+    kv_cache_usage_mean: float | None = None
+    num_running_mean: float | None = None
+    num_waiting_mean: float | None = None
+    num_waiting_max: float | None = None
+    preemptions: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    spec_acceptance_rate: float | None = None
+    spec_mean_acceptance_length: float | None = None
+    spec_accepted_per_pos: list[float] = field(default_factory=list)
+    client_cpu_share: float | None = None
+    first_errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LevelResult:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+#: numeric metrics a user may name in objectives and constraints
+METRIC_NAMES: tuple[str, ...] = tuple(
+    f.name
+    for f in fields(LevelResult)
+    if f.name not in ("concurrency", "spec_accepted_per_pos", "first_errors")
+)
+
+
+def _stats(values: list[float], prefix: str) -> dict[str, float | None]:
+    if not values:
+        return {f"{prefix}_{name}_ms": None for name, _ in PERCENTILES}
+    a = np.asarray(values, dtype=float) * 1000.0
+    out: dict[str, float | None] = {}
+    for name, q in PERCENTILES:
+        out[f"{prefix}_{name}_ms"] = float(a.mean() if q is None else np.percentile(a, q))
+    return out
+
+
+def summarize(run: LevelRun) -> LevelResult:
+    records = run.records
+    ok = [r for r in records if r.success]
+    duration = max(run.window_end - run.window_start, 1e-9)
+    out_tokens = sum(r.output_tokens for r in ok)
+    in_tokens = sum(r.prompt_tokens for r in ok)
+    latencies: dict[str, list[float]] = {
+        "ttft": [r.ttft for r in ok if r.ttft is not None],
+        "tpot": [t for r in ok if (t := r.tpot) is not None],
+        "itl": [x for r in ok for x in r.itls()],
+        "e2e": [r.e2e for r in ok if r.e2e is not None],
+    }
+    stats: dict[str, Any] = {}
+    for name in LATENCIES:
+        stats.update(_stats(latencies[name], name))
+    errors = len(records) - len(ok)
+    seen_errors: list[str] = []
+    for r in records:
+        if not r.success and r.error not in seen_errors:
+            seen_errors.append(r.error)
+    return LevelResult(
+        concurrency=run.concurrency,
+        requests=len(records),
+        completed=len(ok),
+        errors=errors,
+        error_rate=errors / len(records) if records else 1.0,
+        duration_s=duration,
+        input_tokens=in_tokens,
+        output_tokens=out_tokens,
+        output_throughput=out_tokens / duration,
+        total_token_throughput=(in_tokens + out_tokens) / duration,
+        request_throughput=len(ok) / duration,
+        client_cpu_share=run.client_cpu_s / duration if run.client_cpu_s else None,
+        first_errors=seen_errors[:3],
+        **stats,
+        **engine_summary(run.engine_samples),
+    )
+
+
+def _delta(samples: tuple[EngineSample, ...], *names: str) -> float | None:
+    for name in names:
+        if name in samples[0].values and name in samples[-1].values:
+            return samples[-1].values[name] - samples[0].values[name]
+    return None
+
+
+def _gauge(samples: tuple[EngineSample, ...], name: str) -> list[float]:
+    return [s.values[name] for s in samples if name in s.values]
+
+
+def engine_summary(samples: tuple[EngineSample, ...]) -> dict[str, Any]:
+    """Gauges summarised over the window, counters as window deltas. Empty without two samples."""
+    if len(samples) < 2:
+        return {}
+    out: dict[str, Any] = {}
+    kv = _gauge(samples, "vllm:kv_cache_usage_perc") or _gauge(samples, "vllm:gpu_cache_usage_perc")
+    if kv:
+        out["kv_cache_usage_peak"] = max(kv)
+        out["kv_cache_usage_mean"] = float(np.mean(kv))
+    running = _gauge(samples, "vllm:num_requests_running")
+    if running:
+        out["num_running_mean"] = float(np.mean(running))
+    waiting = _gauge(samples, "vllm:num_requests_waiting")
+    if waiting:
+        out["num_waiting_mean"] = float(np.mean(waiting))
+        out["num_waiting_max"] = max(waiting)
+    out["preemptions"] = _delta(samples, "vllm:num_preemptions_total")
+    queries = _delta(samples, "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+    hits = _delta(samples, "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+    if queries and hits is not None:
+        out["prefix_cache_hit_rate"] = hits / queries
+    drafts = _delta(samples, "vllm:spec_decode_num_drafts_total")
+    draft_tokens = _delta(samples, "vllm:spec_decode_num_draft_tokens_total")
+    accepted = _delta(samples, "vllm:spec_decode_num_accepted_tokens_total")
+    if draft_tokens and accepted is not None:
+        out["spec_acceptance_rate"] = accepted / draft_tokens
+    if drafts and accepted is not None:
+        out["spec_mean_acceptance_length"] = 1.0 + accepted / drafts
+        first, last = samples[0].accepted_per_pos, samples[-1].accepted_per_pos
+        out["spec_accepted_per_pos"] = [
+            (last[p] - first.get(p, 0.0)) / drafts for p in sorted(last)
+        ]
+    return out

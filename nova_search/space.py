@@ -1,0 +1,206 @@
+"""trial -> EngineConfig, and the compatibility table.
+
+Parameters are sampled in a fixed order; ``num_speculative_tokens`` and the method's options exist only
+when the method is not none (TPE's ``group=True`` handles the conditional space). A sampled config is
+then checked against ``RULES``: a known-bad combination is never launched, the trial ends PRUNED with
+the rule's reason. Rules are pure functions of the config and the host/model facts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from nova_search.engine.config import EngineConfig, SpeculativeConfig
+from nova_search.spec import (
+    BoolChoices,
+    FloatChoices,
+    FloatRange,
+    IntChoices,
+    IntRange,
+    SpaceSpec,
+    StrChoices,
+    StudySpec,
+)
+
+#: the one key a baseline trial carries in its user attributes: its role (e.g. "stock")
+ROLE_ATTR = "nova:role"
+
+
+class Suggester(Protocol):
+    """The part of ``optuna.Trial`` that sampling needs (a FixedTrial works too)."""
+
+    def suggest_int(self, name: str, low: int, high: int, *, step: int = 1, log: bool = False) -> int: ...
+    def suggest_float(self, name: str, low: float, high: float, *, log: bool = False) -> float: ...
+    def suggest_categorical(self, name: str, choices: Any) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the rules know about the machine and the model."""
+
+    device: str = "cuda"
+    cpu_flags: frozenset[str] = frozenset()
+    model_max_len: int | None = None
+    model_has_mtp: bool = False
+
+
+def host_facts(spec: StudySpec) -> Facts:
+    flags: frozenset[str] = frozenset()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        m = re.search(r"^flags\s*:\s*(.*)$", text, flags=re.MULTILINE)
+        flags = frozenset(m.group(1).split()) if m else frozenset()
+    except OSError:
+        pass
+    max_len, has_mtp = None, False
+    try:
+        cfg = json.loads((Path(spec.model.path) / "config.json").read_text())
+        max_len = cfg.get("max_position_embeddings")
+        has_mtp = bool(cfg.get("num_nextn_predict_layers") or cfg.get("mtp_num_hidden_layers"))
+    except (OSError, ValueError):
+        pass
+    return Facts(device=spec.engine.device, cpu_flags=flags, model_max_len=max_len, model_has_mtp=has_mtp)
+
+
+# ---------------------------------------------------------------- the compatibility table
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    #: returns the reason the config cannot run, or None
+    check: Callable[[EngineConfig, Facts], str | None]
+
+
+def _effective_max_len(c: EngineConfig, f: Facts) -> int | None:
+    return c.max_model_len or f.model_max_len
+
+
+def _chunked_prefill_budget(c: EngineConfig, f: Facts) -> str | None:
+    max_len = _effective_max_len(c, f)
+    if c.enable_chunked_prefill is False and c.max_num_batched_tokens is not None and max_len:
+        if c.max_num_batched_tokens < max_len:
+            return (
+                f"without chunked prefill, max_num_batched_tokens ({c.max_num_batched_tokens}) must be "
+                f">= max_model_len ({max_len}); vLLM refuses to start"
+            )
+    return None
+
+
+def _fp8_kv_on_cpu(c: EngineConfig, f: Facts) -> str | None:
+    if f.device == "cpu" and (c.kv_cache_dtype or "").startswith("fp8"):
+        if not f.cpu_flags & {"avx512f", "amx_bf16", "amx_tile"}:
+            return "FP8 KV cache on CPU requires x86 with AVX-512 or AMX; this CPU has neither"
+    return None
+
+
+def _ngram_window(c: EngineConfig, f: Facts) -> str | None:
+    s = c.speculative
+    if s and s.method == "ngram" and s.prompt_lookup_min and s.prompt_lookup_max:
+        if s.prompt_lookup_min > s.prompt_lookup_max:
+            return f"ngram prompt_lookup_min ({s.prompt_lookup_min}) > prompt_lookup_max ({s.prompt_lookup_max})"
+    return None
+
+
+def _mtp_needs_heads(c: EngineConfig, f: Facts) -> str | None:
+    if c.speculative and c.speculative.method == "mtp" and not f.model_has_mtp:
+        return "mtp speculation needs a model with MTP heads; this model's config.json has none"
+    return None
+
+
+def _dflash_backend(c: EngineConfig, f: Facts) -> str | None:
+    if c.speculative and c.speculative.method == "dflash":
+        if c.attention_backend not in (None, "TRITON_ATTN", "triton_attn"):
+            return f"dflash needs the Triton attention backend (got {c.attention_backend})"
+    return None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("chunked_prefill_budget", _chunked_prefill_budget),
+    Rule("fp8_kv_cache_on_cpu", _fp8_kv_on_cpu),
+    Rule("ngram_window", _ngram_window),
+    Rule("mtp_needs_heads", _mtp_needs_heads),
+    Rule("dflash_triton_backend", _dflash_backend),
+)
+
+
+def incompatibilities(config: EngineConfig, facts: Facts) -> list[str]:
+    """Every rule the config breaks, as ``rule: reason``. Empty means it may be launched."""
+    return [f"{r.name}: {reason}" for r in RULES if (reason := r.check(config, facts))]
+
+
+# ---------------------------------------------------------------- sampling
+
+
+@dataclass
+class _Sampler:
+    trial: Suggester
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def param(self, name: str, p: Any) -> Any:
+        if p is None:
+            return None
+        if isinstance(p, IntRange):
+            v: Any = self.trial.suggest_int(name, p.low, p.high, step=p.step, log=p.log)
+        elif isinstance(p, FloatRange):
+            v = self.trial.suggest_float(name, p.low, p.high, log=p.log)
+        elif isinstance(p, IntChoices | FloatChoices | StrChoices | BoolChoices):
+            v = p.choices[0] if len(p.choices) == 1 else self.trial.suggest_categorical(name, p.choices)
+        else:
+            v = p  # fixed
+        self.params[name] = v
+        return v
+
+
+def stock_config(spec: StudySpec) -> EngineConfig:
+    """vLLM's defaults for the model, plus only what the machine needs (engine.defaults)."""
+    d = spec.engine.defaults
+    tp = spec.engine.tensor_parallel_size
+    return EngineConfig(**d.model_dump(), tensor_parallel_size=tp if tp > 1 else None)
+
+
+def sample(trial: Suggester, spec: StudySpec) -> EngineConfig:
+    """Sample one configuration; fields the space leaves out fall back to engine.defaults."""
+    s = _Sampler(trial)
+    space: SpaceSpec = spec.space
+    base = stock_config(spec)
+    values: dict[str, Any] = {}
+    for name in (
+        "kv_cache_dtype",
+        "gpu_memory_utilization",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enable_prefix_caching",
+        "enable_chunked_prefill",
+        "attention_backend",
+        "max_model_len",
+    ):
+        v = s.param(name, getattr(space, name))
+        if v is not None:
+            values[name] = v
+    config = base.with_values(**values)
+    sp = space.speculative
+    method = s.param("spec_method", sp.method)
+    if method and method != "none":
+        k = s.param("num_speculative_tokens", sp.num_speculative_tokens)
+        lookup_min = lookup_max = None
+        if method == "ngram":
+            lookup_min = s.param("prompt_lookup_min", sp.prompt_lookup_min)
+            lookup_max = s.param("prompt_lookup_max", sp.prompt_lookup_max)
+        spec_cfg = SpeculativeConfig(
+            method=method,
+            num_speculative_tokens=int(k),
+            model=sp.drafters.get(method),
+            prompt_lookup_min=lookup_min,
+            prompt_lookup_max=lookup_max,
+        )
+        config = config.with_values(speculative=spec_cfg)
+        if method == "dflash" and config.attention_backend is None:
+            # the DFlash path needs the Triton attention backend (REFERENCE-STUDY.md)
+            config = config.with_values(attention_backend="TRITON_ATTN")
+    return config

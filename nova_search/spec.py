@@ -1,0 +1,480 @@
+"""The study spec: one YAML file, merged with ``--set`` overrides, then validated once.
+
+Precedence, lowest first: field defaults < environment (``NOVA_ENGINE_PYTHON``, ``NOVA_STORAGE``)
+< the spec file < explicit flags (``--set``, ``--storage``, ``--study-name``, ``--n-trials``).
+
+Every model forbids unknown keys, and every error names the dotted path of the field that is wrong
+(``space.max_num_seqs.range.low: ...``), so a user can fix the file without reading code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from nova_search.errors import SpecError
+from nova_search.metrics import METRIC_NAMES
+
+SPEC_METHODS = ("none", "ngram", "eagle", "eagle3", "dflash", "draft_model", "mtp", "suffix")
+#: Methods that need a separate drafter checkpoint (``space.speculative.drafters[method]``).
+DRAFTER_METHODS = ("eagle", "eagle3", "dflash", "draft_model")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+# ---------------------------------------------------------------- searchable parameters
+
+
+class IntRange(_Model):
+    low: int
+    high: int
+    log: bool = False
+    step: int = 1
+
+    @model_validator(mode="after")
+    def _check(self) -> IntRange:
+        _check_range(self.low, self.high, self.log)
+        return self
+
+
+class FloatRange(_Model):
+    low: float
+    high: float
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> FloatRange:
+        _check_range(self.low, self.high, self.log)
+        return self
+
+
+def _check_range(low: float, high: float, log: bool) -> None:
+    if low > high:
+        raise ValueError(f"low ({low}) must be <= high ({high})")
+    if log and low <= 0:
+        raise ValueError(f"a log-scale range needs low > 0 (got {low})")
+
+
+class IntChoices(_Model):
+    choices: list[int] = Field(min_length=1)
+
+
+class FloatChoices(_Model):
+    choices: list[float] = Field(min_length=1)
+
+
+class StrChoices(_Model):
+    choices: list[str] = Field(min_length=1)
+
+
+class BoolChoices(_Model):
+    choices: list[bool] = Field(min_length=1)
+
+
+def _param_kind(value: Any) -> str:
+    """How a parameter is written: a fixed scalar, ``{choices: [...]}`` or ``{low:, high:}``."""
+    if isinstance(value, dict):
+        return "choices" if "choices" in value else "range"
+    if isinstance(value, BaseModel):
+        return "choices" if hasattr(value, "choices") else "range"
+    return "fixed"
+
+
+IntParam = Annotated[
+    Annotated[int, Tag("fixed")] | Annotated[IntRange, Tag("range")] | Annotated[IntChoices, Tag("choices")],
+    Discriminator(_param_kind),
+]
+FloatParam = Annotated[
+    Annotated[float, Tag("fixed")]
+    | Annotated[FloatRange, Tag("range")]
+    | Annotated[FloatChoices, Tag("choices")],
+    Discriminator(_param_kind),
+]
+StrParam = Annotated[
+    Annotated[str, Tag("fixed")] | Annotated[StrChoices, Tag("choices")], Discriminator(_param_kind)
+]
+BoolParam = Annotated[
+    Annotated[bool, Tag("fixed")] | Annotated[BoolChoices, Tag("choices")], Discriminator(_param_kind)
+]
+
+
+class SpeculativeSpace(_Model):
+    """The drafter search. ``num_speculative_tokens`` is sampled only when the method is not none."""
+
+    method: StrParam = "none"
+    num_speculative_tokens: IntParam | None = None
+    prompt_lookup_min: IntParam | None = None
+    prompt_lookup_max: IntParam | None = None
+    #: drafter checkpoint (path or hub id) per method that needs one
+    drafters: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> SpeculativeSpace:
+        methods = self.methods()
+        for m in methods:
+            if m not in SPEC_METHODS:
+                raise ValueError(f"method {m!r} is not one of {', '.join(SPEC_METHODS)}")
+        for m in self.drafters:
+            if m not in DRAFTER_METHODS:
+                raise ValueError(
+                    f"drafters.{m}: only {', '.join(DRAFTER_METHODS)} take a drafter model"
+                )
+        for m in methods:
+            if m in DRAFTER_METHODS and m not in self.drafters:
+                raise ValueError(
+                    f"drafters.{m} is required because method includes {m!r} "
+                    "(a drafter model path or hub id)"
+                )
+        if any(m != "none" for m in methods) and self.num_speculative_tokens is None:
+            raise ValueError("num_speculative_tokens is required when a method other than none is listed")
+        return self
+
+    def methods(self) -> list[str]:
+        return list(self.method.choices) if isinstance(self.method, StrChoices) else [self.method]
+
+
+class SpaceSpec(_Model):
+    """One joint search space. A field left out is not passed to vLLM (its default, or engine.defaults)."""
+
+    kv_cache_dtype: StrParam | None = None
+    gpu_memory_utilization: FloatParam | None = None
+    max_num_seqs: IntParam | None = None
+    max_num_batched_tokens: IntParam | None = None
+    enable_prefix_caching: BoolParam | None = None
+    enable_chunked_prefill: BoolParam | None = None
+    attention_backend: StrParam | None = None
+    max_model_len: IntParam | None = None
+    speculative: SpeculativeSpace = Field(default_factory=SpeculativeSpace)
+
+
+# ---------------------------------------------------------------- model, engine
+
+
+class ModelSpec(_Model):
+    #: a local model folder or a hub id; relative paths are resolved against the working directory
+    path: str
+    #: the name the server answers to (``--served-model-name``); defaults to ``path``
+    served_name: str | None = None
+    #: vocabulary size for synthetic token prompts; read from ``path/config.json`` when left out
+    vocab_size: int | None = Field(default=None, gt=10)
+
+
+class EngineDefaults(_Model):
+    """Knobs the machine needs even for the stock baseline (for example host-memory share on a CPU)."""
+
+    kv_cache_dtype: str | None = None
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
+    max_num_seqs: int | None = Field(default=None, gt=0)
+    max_num_batched_tokens: int | None = Field(default=None, gt=0)
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    attention_backend: str | None = None
+    max_model_len: int | None = Field(default=None, gt=0)
+
+
+class EngineSpec(_Model):
+    #: an interpreter that has vLLM; runs ``python -m vllm.entrypoints.openai.api_server``.
+    #: ``NOVA_ENGINE_PYTHON`` overrides it.
+    python: str | None = None
+    #: an argv prefix for images that ship the CLI, e.g. ``[vllm, serve]`` (the model is appended)
+    command: list[str] | None = None
+    device: Literal["cuda", "cpu"] = "cuda"
+    host: str = "127.0.0.1"
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    extra_args: list[str] = Field(default_factory=list)
+    defaults: EngineDefaults = Field(default_factory=EngineDefaults)
+    boot_timeout_s: float = Field(default=900.0, gt=0)
+    stop_timeout_s: float = Field(default=20.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> EngineSpec:
+        if self.python is not None and self.command is not None:
+            raise ValueError("give engine.python or engine.command, not both")
+        if self.command is not None and not self.command:
+            raise ValueError("engine.command must not be empty")
+        for flag in ("--api-key", "--port", "--host"):
+            if flag in self.extra_args:
+                raise ValueError(f"extra_args must not set {flag}: nova-search sets it per trial")
+        return self
+
+    def resolved_python(self) -> str | None:
+        """``NOVA_ENGINE_PYTHON`` wins over the spec, so one spec runs on any machine."""
+        if self.command is not None:
+            return None
+        return os.environ.get("NOVA_ENGINE_PYTHON") or self.python
+
+
+# ---------------------------------------------------------------- workload, sweep
+
+
+class LenRange(_Model):
+    low: int = Field(gt=0)
+    high: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> LenRange:
+        _check_range(self.low, self.high, False)
+        return self
+
+
+LenParam = Annotated[
+    Annotated[int, Tag("fixed")] | Annotated[LenRange, Tag("range")], Discriminator(_param_kind)
+]
+
+
+class WorkloadSpec(_Model):
+    kind: Literal["synthetic"] = "synthetic"
+    input_len: LenParam = 128
+    output_len: LenParam = 64
+    seed: int = 0
+    endpoint: Literal["completions"] = "completions"
+
+    @field_validator("input_len", "output_len")
+    @classmethod
+    def _positive(cls, v: Any) -> Any:
+        if isinstance(v, int) and v <= 0:
+            raise ValueError(f"must be > 0 (got {v})")
+        return v
+
+
+class SweepSpec(_Model):
+    concurrency: list[int] = Field(min_length=1)
+    #: requests sent at each level before the window opens; excluded from every metric
+    warmup_requests: int = Field(default=4, ge=0)
+    #: requests measured at each level (exactly one of requests / duration_s)
+    requests: int | None = Field(default=None, gt=0)
+    duration_s: float | None = Field(default=None, gt=0)
+    request_timeout_s: float = Field(default=300.0, gt=0)
+    #: a level whose error rate exceeds this ends the trial as FAIL (reason "errors")
+    max_error_rate: float = Field(default=0.05, ge=0, le=1)
+    #: seconds between /metrics samples of the engine during the window
+    metrics_interval_s: float = Field(default=0.5, gt=0)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _levels(cls, v: list[int]) -> list[int]:
+        if any(c <= 0 for c in v):
+            raise ValueError(f"every level must be > 0 (got {v})")
+        if len(set(v)) != len(v):
+            raise ValueError(f"levels must be unique (got {v})")
+        return sorted(v)
+
+    @model_validator(mode="after")
+    def _window(self) -> SweepSpec:
+        if (self.requests is None) == (self.duration_s is None):
+            raise ValueError("give exactly one of requests or duration_s")
+        return self
+
+
+# ---------------------------------------------------------------- objectives, constraints
+
+At = int | Literal["best"]
+
+
+class ObjectiveSpec(_Model):
+    metric: str
+    direction: Literal["maximize", "minimize"]
+    #: a concurrency level of the sweep, or "best": the best value over all levels
+    at: At = "best"
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        return _known_metric(v)
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}@{self.at}"
+
+
+_CONSTRAINT_RE = re.compile(
+    r"^\s*(?P<metric>[a-z0-9_]+)\s*(?P<op><=|>=)\s*(?P<value>[-+0-9.eE]+)"
+    r"\s*(?:(?:at\s+concurrency|@)\s*(?P<at>\d+|best|every))?\s*$"
+)
+
+
+class ConstraintSpec(_Model):
+    """An SLO. Written ``ttft_p99_ms <= 500 at concurrency 4`` or as a mapping.
+
+    ``at`` is a level of the sweep, or ``every`` (the default): the worst level counts.
+    Stored with ``trial.set_constraint``; Optuna treats a value <= 0 as feasible.
+    """
+
+    metric: str
+    op: Literal["<=", ">="]
+    value: float
+    at: int | Literal["every"] = "every"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            m = _CONSTRAINT_RE.match(data)
+            if not m:
+                raise ValueError(
+                    f"cannot read constraint {data!r}; write it like "
+                    "'ttft_p99_ms <= 500 at concurrency 4' (op <= or >=)"
+                )
+            at = m["at"]
+            return {
+                "metric": m["metric"],
+                "op": m["op"],
+                "value": float(m["value"]),
+                "at": "every" if at in (None, "every", "best") else int(at),
+            }
+        return data
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        return _known_metric(v)
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}{self.op}{self.value:g}@{self.at}"
+
+
+def _known_metric(v: str) -> str:
+    if v not in METRIC_NAMES:
+        raise ValueError(f"unknown metric {v!r}; valid: {', '.join(METRIC_NAMES)}")
+    return v
+
+
+class BudgetSpec(_Model):
+    #: trials counted across every worker (complete, pruned and failed alike)
+    n_trials: int = Field(default=10, gt=0)
+
+
+class SamplerSpec(_Model):
+    name: Literal["tpe", "gp", "nsga2", "random", "grid"] = "tpe"
+    seed: int | None = 0
+
+
+class StudySpec(_Model):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    model: ModelSpec
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    space: SpaceSpec = Field(default_factory=SpaceSpec)
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    sweep: SweepSpec
+    objectives: list[ObjectiveSpec] = Field(min_length=1)
+    constraints: list[ConstraintSpec] = Field(default_factory=list)
+    #: baseline trials enqueued first; "stock" runs the model on engine.defaults alone
+    baselines: list[Literal["stock"]] = Field(default_factory=lambda: ["stock"])
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    sampler: SamplerSpec = Field(default_factory=SamplerSpec)
+    storage: str | None = None
+    #: where trial logs go; one folder per study and trial
+    artifacts_dir: str = "nova-artifacts"
+
+    @model_validator(mode="after")
+    def _levels_exist(self) -> StudySpec:
+        levels = set(self.sweep.concurrency)
+        for i, o in enumerate(self.objectives):
+            if o.at != "best" and o.at not in levels:
+                raise ValueError(
+                    f"objectives.{i}.at: {o.at} is not a level of sweep.concurrency {sorted(levels)}"
+                )
+        for i, c in enumerate(self.constraints):
+            if c.at != "every" and c.at not in levels:
+                raise ValueError(
+                    f"constraints.{i}.at: {c.at} is not a level of sweep.concurrency {sorted(levels)}"
+                )
+        names = [o.name for o in self.objectives]
+        if len(set(names)) != len(names):
+            raise ValueError(f"objectives repeat: {names}")
+        return self
+
+
+# ---------------------------------------------------------------- loading
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``dotted.key=value`` overrides to a raw spec mapping. Values are read as YAML."""
+    out = _deepcopy(raw)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(f"--set {item!r}: write it as dotted.key=value, e.g. sweep.concurrency=[1,8]")
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError as e:
+            raise SpecError(f"--set {key}: the value is not valid YAML ({e})") from None
+        node: Any = out
+        parts = key.strip().split(".")
+        for depth, part in enumerate(parts[:-1]):
+            nxt = node.get(part) if isinstance(node, dict) else None
+            if nxt is None:
+                nxt = {}
+                node[part] = nxt
+            elif not isinstance(nxt, dict):
+                where = ".".join(parts[: depth + 1])
+                raise SpecError(f"--set {key}: {where} is not a mapping")
+            node = nxt
+        node[parts[-1]] = value
+    return out
+
+
+def _deepcopy(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _deepcopy(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_deepcopy(x) for x in v]
+    return v
+
+
+def parse_spec(raw: Any, source: str = "spec") -> StudySpec:
+    """Validate a raw mapping; every problem is reported with its field path."""
+    if not isinstance(raw, dict):
+        raise SpecError(f"{source}: the top level must be a mapping of fields")
+    try:
+        return StudySpec.model_validate(raw)
+    except ValidationError as e:
+        raise SpecError(format_validation_error(e, source)) from None
+
+
+def load_spec(path: str | Path, overrides: list[str] | None = None) -> StudySpec:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise SpecError(f"cannot read spec {p}: {e.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SpecError(f"{p}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"{p}: the top level must be a mapping of fields")
+    return parse_spec(apply_overrides(raw, overrides or []), str(p))
+
+
+def format_validation_error(e: ValidationError, source: str) -> str:
+    lines = [f"{source}: {e.error_count()} invalid field(s)"]
+    for err in e.errors(include_url=False):
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling; see the README's spec reference)"
+        given = err.get("input")
+        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else (
+            f" (got {given!r})"
+        )
+        lines.append(f"  {loc}: {msg}{shown}")
+    return "\n".join(lines)

@@ -1,0 +1,206 @@
+"""One trial, end to end. The only module that chains the stages:
+
+    spec -> space.sample -> EngineConfig -> (compatibility) -> engine.command -> Server
+      -> per level: workload -> loadgen.run_level -> metrics.summarize -> LevelResult (stored at once)
+      -> objectives -> values + constraints                                    -> server torn down
+
+Failures are classified and recorded on the trial, then raised as ``TrialFailure`` (Optuna: FAIL)
+or ``optuna.TrialPruned`` (an incompatible configuration, never launched). A level already measured
+is stored on the trial before the next one starts, so a crash never loses it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import optuna
+
+from nova_search import objectives as obj
+from nova_search.engine.command import build_launch, served_name
+from nova_search.engine.config import EngineConfig
+from nova_search.engine.probe import read_version
+from nova_search.engine.server import Server, free_port, tail
+from nova_search.errors import TrialFailure
+from nova_search.loadgen.client import Target
+from nova_search.loadgen.runner import LevelPlan, run_level, take
+from nova_search.loadgen.workload import level_seed, synthetic, vocab_size
+from nova_search.metrics import LevelResult, summarize
+from nova_search.space import ROLE_ATTR, Facts, incompatibilities, sample, stock_config
+from nova_search.spec import StudySpec
+
+# user-attribute keys (the dashboard and the API read these)
+A_CONFIG = "nova:config"
+A_ARGV = "nova:argv"
+A_LEVELS = "nova:levels"
+A_REASON = "nova:reason"
+A_MESSAGE = "nova:message"
+A_LOG_TAIL = "nova:log_tail"
+A_TIMING = "nova:timing"
+A_ENGINE_VERSION = "nova:engine_version"
+A_WORKER = "nova:worker"
+A_SUMMARY = "nova:summary"
+A_LOG_PATH = "nova:server_log"
+
+
+class Reporter(Protocol):
+    def trial_started(self, number: int, label: str) -> None: ...
+    def phase(self, number: int, text: str) -> None: ...
+    def trial_finished(self, number: int, state: str, detail: str) -> None: ...
+
+
+class NullReporter:
+    def trial_started(self, number: int, label: str) -> None:
+        pass
+
+    def phase(self, number: int, text: str) -> None:
+        pass
+
+    def trial_finished(self, number: int, state: str, detail: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    spec: StudySpec
+    study_name: str
+    facts: Facts
+    artifacts_root: Path
+    gpus: tuple[int, ...] = ()
+    worker: str = field(default_factory=socket.gethostname)
+    reporter: Reporter = field(default_factory=NullReporter)
+
+
+def describe(config: EngineConfig) -> str:
+    return describe_dict(config.as_dict())
+
+
+def describe_dict(config: dict[str, Any]) -> str:
+    """A one-line label of the knobs that are set (from ``EngineConfig.as_dict()``)."""
+    parts = [f"{k}={v}" for k, v in config.items() if v is not None and k != "speculative"]
+    spec = config.get("speculative")
+    if spec:
+        parts.append(f"spec={spec['method']}/k{spec['num_speculative_tokens']}")
+    return " ".join(parts) or "vLLM defaults"
+
+
+def choose_config(trial: optuna.Trial, spec: StudySpec) -> EngineConfig:
+    if trial.user_attrs.get(ROLE_ATTR) == "stock":
+        return stock_config(spec)
+    return sample(trial, spec)
+
+
+def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
+    spec = ctx.spec
+    started = time.monotonic()
+    config = choose_config(trial, spec)
+    trial.set_user_attr(A_CONFIG, config.as_dict())
+    trial.set_user_attr(A_WORKER, {"host": ctx.worker, "gpus": list(ctx.gpus)})
+    ctx.reporter.trial_started(trial.number, describe(config))
+
+    problems = incompatibilities(config, ctx.facts)
+    if problems:
+        trial.set_user_attr(A_REASON, "incompatible")
+        trial.set_user_attr(A_MESSAGE, "; ".join(problems))
+        ctx.reporter.trial_finished(trial.number, "PRUNED", "; ".join(problems))
+        raise optuna.TrialPruned("incompatible: " + "; ".join(problems))
+
+    plan = build_launch(
+        spec.engine,
+        spec.model,
+        config,
+        port=free_port(spec.engine.host),
+        api_key=secrets.token_urlsafe(24),
+        gpus=ctx.gpus,
+    )
+    trial.set_user_attr(A_ARGV, list(plan.argv))
+    log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "server.log"
+    trial.set_user_attr(A_LOG_PATH, str(log_path))
+    timing: dict[str, float] = {}
+    levels: list[LevelResult] = []
+    server = Server(plan, log_path, boot_timeout_s=spec.engine.boot_timeout_s,
+                    stop_timeout_s=spec.engine.stop_timeout_s)
+    try:
+        ctx.reporter.phase(trial.number, "booting")
+        with server:
+            timing["boot_s"] = server.boot_s or 0.0
+            trial.set_user_attr(A_ENGINE_VERSION, read_version(server.base_url, server.api_key))
+            target = Target(server.base_url, served_name(spec.model), server.api_key)
+            levels = _measure(trial, ctx, server, target, timing)
+    except TrialFailure as e:
+        _record_failure(trial, ctx, e.reason, e.message, e.log_tail or tail(log_path))
+        raise
+    except KeyboardInterrupt:
+        _record_failure(trial, ctx, "interrupted", "the worker was interrupted", tail(log_path))
+        raise
+    finally:
+        timing["total_s"] = time.monotonic() - started
+        trial.set_user_attr(A_TIMING, timing)
+
+    values = obj.objective_values(levels, spec.objectives)
+    missing = [o.name for o, v in zip(spec.objectives, values, strict=True) if v is None]
+    if missing:
+        e = TrialFailure("errors", f"objective(s) undefined: {', '.join(missing)}")
+        _record_failure(trial, ctx, e.reason, e.message, "")
+        raise e
+    for name, value in obj.constraint_values(levels, spec.constraints).items():
+        trial.set_constraint(name, value)
+    result = [float(v) for v in values if v is not None]
+    summary = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(spec.objectives, result, strict=True))
+    trial.set_user_attr(A_SUMMARY, summary)
+    ctx.reporter.trial_finished(trial.number, "COMPLETE", summary)
+    return result
+
+
+def _measure(
+    trial: optuna.Trial, ctx: TrialContext, server: Server, target: Target, timing: dict[str, float]
+) -> list[LevelResult]:
+    spec = ctx.spec
+    sweep = spec.sweep
+    vocab = vocab_size(spec.model)
+    levels: list[LevelResult] = []
+    measured = 0.0
+    for i, c in enumerate(sweep.concurrency):
+        ctx.reporter.phase(trial.number, f"concurrency {c}")
+        warm = synthetic(spec.workload, vocab, level_seed(spec.workload.seed, i, warmup=True))
+        prompts = synthetic(spec.workload, vocab, level_seed(spec.workload.seed, i))
+        plan = LevelPlan(
+            concurrency=c,
+            warmup=take(warm, sweep.warmup_requests),
+            prompts=take(prompts, sweep.requests) if sweep.requests else prompts,
+            duration_s=sweep.duration_s,
+            request_timeout_s=sweep.request_timeout_s,
+            metrics_url=f"{server.base_url}/metrics",
+            metrics_interval_s=sweep.metrics_interval_s,
+        )
+        run = run_level(target, plan)
+        measured += run.window_end - run.window_start
+        if not server.alive():
+            raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))
+        level = summarize(run)
+        levels.append(level)
+        trial.set_user_attr(A_LEVELS, [lv.as_dict() for lv in levels])
+        timing["measure_s"] = measured
+        if level.error_rate > sweep.max_error_rate:
+            raise TrialFailure(
+                "errors",
+                f"error rate {level.error_rate:.1%} at concurrency {c} exceeds "
+                f"sweep.max_error_rate {sweep.max_error_rate:.1%}; first errors: {level.first_errors}",
+                tail(server.log_path),
+            )
+    return levels
+
+
+def _record_failure(trial: optuna.Trial, ctx: TrialContext, reason: str, message: str, log_tail: str) -> None:
+    trial.set_user_attr(A_REASON, reason)
+    trial.set_user_attr(A_MESSAGE, message)
+    trial.set_user_attr(A_LOG_TAIL, log_tail[-4000:])
+    ctx.reporter.trial_finished(trial.number, "FAIL", f"{reason}: {message}")
+
+
+def levels_of(attrs: dict[str, Any]) -> list[LevelResult]:
+    return [LevelResult.from_dict(d) for d in attrs.get(A_LEVELS, [])]
