@@ -210,7 +210,7 @@ class EngineSpec(_Model):
         if self.command is not None and not self.command:
             raise ValueError("engine.command must not be empty")
         for flag in ("--api-key", "--port", "--host"):
-            if flag in self.extra_args:
+            if any(a == flag or a.startswith(flag + "=") for a in self.extra_args):
                 raise ValueError(f"extra_args must not set {flag}: nova-search sets it per trial")
         return self
 

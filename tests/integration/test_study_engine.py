@@ -1,0 +1,101 @@
+"""End to end on the real engine: vLLM's CPU build serving the tiny model, driven by the real CLI.
+
+One study, four enqueued trials: the stock baseline, an n-gram speculative config, a suffix config that
+cannot boot here (arctic-inference is not in the engine's environment), and a config the compatibility
+table refuses without launching. Checks states, reasons, values, constraints, argv, and that no vLLM
+process is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import optuna
+import pytest
+
+from nova_search import study as nova_study
+from nova_search.spec import parse_spec
+from nova_search.trial import A_ARGV, A_ENGINE_VERSION, A_LEVELS, A_LOG_TAIL, A_MESSAGE, A_REASON, A_TIMING
+from tests.conftest import REPO, tiny_spec, vllm_processes
+
+pytestmark = pytest.mark.slow
+
+
+def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
+    before = vllm_processes()
+    raw = tiny_spec(tiny_model, budget={"n_trials": 4})
+    raw["space"]["speculative"]["method"] = {"choices": ["none", "ngram", "suffix"]}
+    spec = parse_spec(raw)
+    url = f"sqlite:///{tmp_path}/study.db"
+    study = nova_study.create(spec, url, "e2e")
+    base = {
+        "kv_cache_dtype": "auto",
+        "max_num_seqs": 8,
+        "enable_prefix_caching": True,
+        "enable_chunked_prefill": True,
+    }
+    study.enqueue_trial({**base, "max_num_batched_tokens": 1024, "spec_method": "ngram",
+                         "num_speculative_tokens": 3, "prompt_lookup_max": 3})
+    study.enqueue_trial({**base, "max_num_batched_tokens": 1024, "spec_method": "suffix",
+                         "num_speculative_tokens": 3})
+    study.enqueue_trial({**base, "enable_chunked_prefill": False, "max_num_batched_tokens": 512,
+                         "spec_method": "none"})
+
+    env = {**os.environ, "NOVA_ENGINE_PYTHON": engine_python}
+    proc = subprocess.run(
+        [sys.executable, "-m", "nova_search", "worker", "e2e", "--storage", url,
+         "--artifacts-dir", str(tmp_path / "artifacts")],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    trials = optuna.load_study(study_name="e2e", storage=url).get_trials()
+    assert len(trials) == 4
+    stock, ngram, suffix, refused = trials
+
+    # the stock baseline: engine.defaults only, nothing searched
+    assert stock.state == optuna.trial.TrialState.COMPLETE
+    assert stock.params == {}
+    assert "--max-num-seqs" not in stock.user_attrs[A_ARGV]
+
+    # n-gram speculation: measured, values and constraints stored, exact argv recorded
+    assert ngram.state == optuna.trial.TrialState.COMPLETE, ngram.user_attrs.get(A_MESSAGE)
+    argv = ngram.user_attrs[A_ARGV]
+    assert argv[:3] == [engine_python, "-m", "vllm.entrypoints.openai.api_server"]
+    spec_json = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec_json == {"method": "ngram", "num_speculative_tokens": 3,
+                         "prompt_lookup_min": 2, "prompt_lookup_max": 3}
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert not any("api-key" in a for a in argv)
+    assert ngram.user_attrs[A_ENGINE_VERSION] == "0.32.0"
+    levels = ngram.user_attrs[A_LEVELS]
+    assert [lv["concurrency"] for lv in levels] == [1, 2]
+    for lv in levels:
+        assert lv["completed"] == 6 and lv["errors"] == 0
+        assert lv["output_tokens"] == 6 * 24
+        assert lv["output_throughput"] > 0 and lv["ttft_p50_ms"] > 0
+        assert lv["spec_acceptance_rate"] is not None  # drafts were proposed and counted
+    best_tput = max(lv["output_throughput"] for lv in levels)
+    assert ngram.values[0] == pytest.approx(best_tput)
+    assert ngram.values[1] == pytest.approx(levels[1]["ttft_p99_ms"])
+    assert ngram.constraints == {
+        "ttft_p99_ms<=60000@2": pytest.approx(levels[1]["ttft_p99_ms"] - 60000)
+    }
+    assert ngram.user_attrs[A_TIMING]["boot_s"] > 1
+
+    # suffix decoding cannot boot here: classified, with the engine's own words in the log tail
+    assert suffix.state == optuna.trial.TrialState.FAIL
+    assert suffix.user_attrs[A_REASON] == "unsupported"
+    assert "Arctic Inference" in suffix.user_attrs[A_LOG_TAIL]
+
+    # a combination the compatibility table knows is bad is never launched
+    assert refused.state == optuna.trial.TrialState.PRUNED
+    assert refused.user_attrs[A_REASON] == "incompatible"
+    assert "chunked_prefill_budget" in refused.user_attrs[A_MESSAGE]
+    assert A_ARGV not in refused.user_attrs
+
+    assert "Pareto-optimal trials" in proc.stdout
+    assert vllm_processes() - before == set()

@@ -1,0 +1,1 @@
+"""Test helpers: a stand-in OpenAI-style streaming server (``standin``)."""
