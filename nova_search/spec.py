@@ -45,11 +45,13 @@ class IntRange(_Model):
     low: int
     high: int
     log: bool = False
-    step: int = 1
+    step: int = Field(default=1, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> IntRange:
         _check_range(self.low, self.high, self.log)
+        if self.log and self.step != 1:
+            raise ValueError(f"a log-scale range takes no step (got step {self.step})")
         return self
 
 

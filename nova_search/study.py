@@ -9,17 +9,24 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
+import os
+import threading
+import time
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import optuna
-from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.trial import TrialState
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
+from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError, SQLAlchemyError
 
 from nova_search.errors import SpecError, StorageError, TrialFailure
 from nova_search.space import ROLE_ATTR, host_facts
@@ -31,6 +38,7 @@ SPEC_ATTR = "nova:spec"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 log = logging.getLogger("nova_search")
+T = TypeVar("T")
 
 
 def mask_url(url: str) -> str:
@@ -41,7 +49,12 @@ def mask_url(url: str) -> str:
         return "<unparseable storage URL>"
 
 
-def open_storage(url: str, *, heartbeat_interval: int = 30, grace_period: int = 120) -> RDBStorage:
+def open_storage(url: str, *, heartbeat_interval: int | None = None, grace_period: int | None = None
+                 ) -> RDBStorage:
+    """Optuna's RDBStorage with heartbeats on. Interval and grace period (seconds) default to
+    NOVA_HEARTBEAT_INTERVAL (30) and NOVA_GRACE_PERIOD (120)."""
+    heartbeat_interval = heartbeat_interval or int(os.environ.get("NOVA_HEARTBEAT_INTERVAL", "30"))
+    grace_period = grace_period or int(os.environ.get("NOVA_GRACE_PERIOD", "120"))
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):
@@ -152,43 +165,217 @@ class WorkerOptions:
     gpus: tuple[int, ...] = ()
     artifacts_dir: str | None = None
     reporter: Reporter = field(default_factory=NullReporter)
+    #: how long storage calls are retried while the database is away (a restart, a failover)
+    storage_retry_s: float = 300.0
 
 
-class _Budget:
-    """Stops the study when the finished trials across every worker reach the budget."""
+def count_toward_budget(trials: list[FrozenTrial]) -> int:
+    """Trials that use up the budget: running or finished, except failed trials that were retried
+    (their retry is the trial that counts). WAITING trials (baselines, retries) are not yet counted."""
+    retried = {t.system_attrs.get("failed_trial") for t in trials} - {None}
+    return sum(
+        1
+        for t in trials
+        if t.state in (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
+        or (t.state == TrialState.FAIL and t.number not in retried)
+    )
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
 
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if finished_count(study) >= self.budget:
-            study.stop()
+class _BudgetLock:
+    """Serialises "count, then ask" across workers so the budget is exact: a PostgreSQL advisory
+    lock, a file lock beside a SQLite file, nothing elsewhere (there only in-flight asks can race)."""
+
+    def __init__(self, storage: RDBStorage, study_name: str) -> None:
+        self.storage = storage
+        self.key = int.from_bytes(hashlib.sha256(study_name.encode()).digest()[:8], "big", signed=True)
+        url = storage.engine.url
+        self.backend = url.get_backend_name()
+        self.sqlite_path = url.database if self.backend == "sqlite" and url.database not in (None, "", ":memory:") else None
+        self._conn: Any = None
+        self._fd: int | None = None
+
+    def __enter__(self) -> _BudgetLock:
+        if self.backend == "postgresql":
+            self._conn = self.storage.engine.connect()
+            self._conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self.key})
+        elif self.sqlite_path:
+            self._fd = os.open(self.sqlite_path + ".nova-lock", os.O_CREAT | os.O_RDWR, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+                self._conn.commit()
+            finally:
+                self._conn.close()
+                self._conn = None
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+class _Heartbeat:
+    """Records the trial's heartbeat while it runs; a missed beat (database away) is retried next time."""
+
+    def __init__(self, storage: RDBStorage, trial_id: int, interval: float) -> None:
+        self.storage, self.trial_id, self.interval = storage, trial_id, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"heartbeat-{trial_id}")
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except Exception as e:  # noqa: BLE001 - a missed beat is retried on the next tick
+                log.warning("heartbeat of trial %s missed: %s", self.trial_id, type(e).__name__)
+            if self._stop.wait(self.interval):
+                return
+
+
+_TRANSIENT = (OperationalError, InterfaceError, optuna.exceptions.StorageInternalError)
+
+
+def retrying(fn: Callable[[], T], window_s: float, what: str) -> T:
+    """Call ``fn``, retrying transient storage errors with backoff for up to ``window_s`` seconds."""
+    deadline = time.monotonic() + window_s
+    delay = 0.5
+    while True:
+        try:
+            return fn()
+        except _TRANSIENT as e:
+            if time.monotonic() + delay > deadline:
+                raise StorageError(f"storage unavailable for {window_s:g} s during {what}: "
+                                   f"{type(e).__name__}") from None
+            log.warning("storage error during %s (%s); retrying in %.1f s", what, type(e).__name__, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
+def _ask_within_budget(study: optuna.Study, lock: _BudgetLock, budget: int) -> optuna.Trial | None:
+    with lock:
+        if count_toward_budget(study.get_trials(deepcopy=False)) >= budget:
+            return None
+        return study.ask()
+
+
+def _run_slot(study: optuna.Study, spec: StudySpec, ctx: TrialContext, opts: WorkerOptions,
+              stop: threading.Event, counter: list[int], counter_lock: threading.Lock) -> None:
+    storage = study._storage  # the RDBStorage opened by open_storage
+    assert isinstance(storage, RDBStorage)
+    lock = _BudgetLock(storage, study.study_name)
+    window = opts.storage_retry_s
+    while not stop.is_set():
+        with counter_lock:
+            if opts.max_trials is not None and counter[0] >= opts.max_trials:
+                return
+            counter[0] += 1
+        retrying(lambda: fail_stale_trials(study), window, "the stale-trial check")
+        trial = retrying(lambda: _ask_within_budget(study, lock, spec.budget.n_trials), window, "ask")
+        if trial is None:
+            return
+        values: list[float] | None = None
+        state = TrialState.FAIL
+        try:
+            with _Heartbeat(storage, trial._trial_id, storage.heartbeat_interval or 30):
+                values = run_trial(trial, ctx)
+                state = TrialState.COMPLETE
+        except optuna.TrialPruned:
+            state = TrialState.PRUNED
+        except TrialFailure:
+            state = TrialState.FAIL
+        except KeyboardInterrupt:
+            retrying(lambda: study.tell(trial, state=TrialState.FAIL), window, "tell")
+            raise
+        except Exception as e:  # noqa: BLE001 - an unexpected error fails the trial, not the worker
+            log.exception("trial %s failed unexpectedly", trial.number)
+            _best_effort(lambda: trial.set_user_attr("nova:reason", "internal"))
+            _best_effort(lambda: trial.set_user_attr("nova:message", f"{type(e).__name__}: {e}"[:500]))
+            ctx.reporter.trial_finished(trial.number, "FAIL", f"internal: {type(e).__name__}: {e}")
+        if ctx.cancel.is_set():
+            state, values = TrialState.FAIL, None
+        if state == TrialState.COMPLETE:
+            retrying(lambda: study.tell(trial, values), window, "tell")
+        else:
+            retrying(lambda: study.tell(trial, state=state), window, "tell")
+
+
+def _best_effort(fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def slots_for(gpus: tuple[int, ...], tensor_parallel_size: int) -> list[tuple[int, ...]]:
+    """Split the worker's GPUs into groups of tensor_parallel_size: one trial runs on each group."""
+    if not gpus:
+        return [()]
+    if len(gpus) < tensor_parallel_size:
+        raise SpecError(
+            f"--gpus {','.join(map(str, gpus))}: engine.tensor_parallel_size is {tensor_parallel_size}, "
+            f"so a trial needs at least {tensor_parallel_size} GPUs"
+        )
+    n = len(gpus) // tensor_parallel_size
+    return [gpus[i * tensor_parallel_size:(i + 1) * tensor_parallel_size] for i in range(n)]
 
 
 def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int:
-    """Run trials until the study's budget is met (or ``max_trials`` here). Returns trials run here."""
-    budget = spec.budget.n_trials
-    if finished_count(study) >= budget:
-        return 0
-    ctx = TrialContext(
+    """Run trials until the study's budget (counted across every worker) is met, or ``max_trials``
+    trials here. With more GPUs than one trial needs, trials run side by side, one per GPU group.
+    Returns the number of trials this worker ran."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    cancel = threading.Event()
+    base = TrialContext(
         spec=spec,
         study_name=study.study_name,
         facts=host_facts(spec),
         artifacts_root=Path(opts.artifacts_dir or spec.artifacts_dir),
-        gpus=opts.gpus,
         reporter=opts.reporter,
+        cancel=cancel,
     )
-    ran = 0
+    groups = slots_for(opts.gpus, spec.engine.tensor_parallel_size)
+    counter, counter_lock = [0], threading.Lock()
+    if len(groups) == 1:
+        ctx = replace(base, gpus=groups[0])
+        try:
+            _run_slot(study, spec, ctx, opts, cancel, counter, counter_lock)
+        except KeyboardInterrupt:
+            cancel.set()
+            raise
+        return counter[0]
+    errors: list[BaseException] = []
 
-    def objective(trial: optuna.Trial) -> list[float]:
-        nonlocal ran
-        ran += 1
-        return run_trial(trial, ctx)
+    def slot(group: tuple[int, ...]) -> None:
+        try:
+            _run_slot(study, spec, replace(base, gpus=group), opts, cancel, counter, counter_lock)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
 
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    remaining = budget - finished_count(study)
-    n = remaining if opts.max_trials is None else min(remaining, opts.max_trials)
-    study.optimize(objective, n_trials=n, callbacks=[_Budget(budget)], catch=(TrialFailure,),
-                   gc_after_trial=False)
-    return ran
-
+    threads = [threading.Thread(target=slot, args=(g,), name=f"slot-{','.join(map(str, g))}")
+               for g in groups]
+    for t in threads:
+        t.start()
+    try:
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.5)
+    except KeyboardInterrupt:
+        cancel.set()  # trials see it, their servers are stopped, they end FAIL "interrupted"
+        base.stop_servers()
+        for t in threads:
+            t.join()
+        raise
+    if errors:
+        raise errors[0]
+    return counter[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,18 @@ class NullReporter:
         pass
 
 
+class LevelSink(Protocol):
+    """Where each measured level goes besides the trial's attributes (nova's tables)."""
+
+    def record(self, *, trial: optuna.Trial, level: LevelResult, engine_metrics: dict[str, float],
+               argv: list[str], engine_version: str | None, gpus: tuple[int, ...]) -> None: ...
+
+
+class NullSink:
+    def record(self, **kwargs: Any) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class TrialContext:
     spec: StudySpec
@@ -73,6 +86,15 @@ class TrialContext:
     gpus: tuple[int, ...] = ()
     worker: str = field(default_factory=socket.gethostname)
     reporter: Reporter = field(default_factory=NullReporter)
+    sink: LevelSink = field(default_factory=NullSink)
+    #: set when the worker is interrupted: running trials end FAIL "interrupted"
+    cancel: threading.Event = field(default_factory=threading.Event)
+    #: servers running now (shared by the slots of one worker), so an interrupt can stop them all
+    servers: set[Server] = field(default_factory=set)
+
+    def stop_servers(self) -> None:
+        for server in list(self.servers):
+            server.stop()
 
 
 def describe(config: EngineConfig) -> str:
@@ -124,20 +146,25 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     levels: list[LevelResult] = []
     server = Server(plan, log_path, boot_timeout_s=spec.engine.boot_timeout_s,
                     stop_timeout_s=spec.engine.stop_timeout_s)
+    ctx.servers.add(server)
     try:
         ctx.reporter.phase(trial.number, "booting")
         with server:
             timing["boot_s"] = server.boot_s or 0.0
-            trial.set_user_attr(A_ENGINE_VERSION, read_version(server.base_url, server.api_key))
+            version = read_version(server.base_url, server.api_key)
+            trial.set_user_attr(A_ENGINE_VERSION, version)
             target = Target(server.base_url, served_name(spec.model), server.api_key)
-            levels = _measure(trial, ctx, server, target, timing)
+            levels = _measure(trial, ctx, server, target, timing, plan.argv, version)
     except TrialFailure as e:
+        if ctx.cancel.is_set():
+            e = TrialFailure("interrupted", "the worker was interrupted", e.log_tail)
         _record_failure(trial, ctx, e.reason, e.message, e.log_tail or tail(log_path))
-        raise
+        raise e from None
     except KeyboardInterrupt:
         _record_failure(trial, ctx, "interrupted", "the worker was interrupted", tail(log_path))
         raise
     finally:
+        ctx.servers.discard(server)
         timing["total_s"] = time.monotonic() - started
         trial.set_user_attr(A_TIMING, timing)
 
@@ -157,7 +184,13 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
 
 
 def _measure(
-    trial: optuna.Trial, ctx: TrialContext, server: Server, target: Target, timing: dict[str, float]
+    trial: optuna.Trial,
+    ctx: TrialContext,
+    server: Server,
+    target: Target,
+    timing: dict[str, float],
+    argv: tuple[str, ...],
+    version: str | None,
 ) -> list[LevelResult]:
     spec = ctx.spec
     sweep = spec.sweep
@@ -183,6 +216,9 @@ def _measure(
             raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))
         level = summarize(run)
         levels.append(level)
+        ctx.sink.record(trial=trial, level=level,
+                        engine_metrics=run.engine_samples[-1].values if run.engine_samples else {},
+                        argv=list(argv), engine_version=version, gpus=ctx.gpus)
         trial.set_user_attr(A_LEVELS, [lv.as_dict() for lv in levels])
         timing["measure_s"] = measured
         if level.error_rate > sweep.max_error_rate:

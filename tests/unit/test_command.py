@@ -37,13 +37,19 @@ def test_empty_config_gives_no_flags() -> None:
 
 def test_values_are_stringified() -> None:
     args = config_args(
-        EngineConfig(kv_cache_dtype="fp8", gpu_memory_utilization=0.85, max_num_seqs=64, max_model_len=4096)
+        EngineConfig(
+            kv_cache_dtype="fp8", gpu_memory_utilization=0.85, max_num_seqs=64, max_model_len=4096
+        )
     )
     assert args == [
-        "--kv-cache-dtype", "fp8",
-        "--gpu-memory-utilization", "0.85",
-        "--max-num-seqs", "64",
-        "--max-model-len", "4096",
+        "--kv-cache-dtype",
+        "fp8",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--max-num-seqs",
+        "64",
+        "--max-model-len",
+        "4096",
     ]
 
 
@@ -122,14 +128,21 @@ def test_ngram_speculative_config() -> None:
             )
         )
     )
-    assert d == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}
+    assert d == {
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 5,
+    }
     assert " " not in raw  # compact separators: one argv element, no spaces
 
 
 def test_draft_model_speculative_config() -> None:
     _, d = spec_json(
         EngineConfig(
-            speculative=SpeculativeConfig(method="draft_model", num_speculative_tokens=3, model="/models/draft")
+            speculative=SpeculativeConfig(
+                method="draft_model", num_speculative_tokens=3, model="/models/draft"
+            )
         )
     )
     assert d == {"method": "draft_model", "num_speculative_tokens": 3, "model": "/models/draft"}
@@ -151,7 +164,9 @@ def test_dynamic_schedule_is_lists() -> None:
 
 
 def test_engine_config_as_dict_embeds_speculative_json() -> None:
-    c = EngineConfig(max_num_seqs=4, speculative=SpeculativeConfig(method="mtp", num_speculative_tokens=1))
+    c = EngineConfig(
+        max_num_seqs=4, speculative=SpeculativeConfig(method="mtp", num_speculative_tokens=1)
+    )
     d = c.as_dict()
     assert d["max_num_seqs"] == 4
     assert d["speculative"] == {"method": "mtp", "num_speculative_tokens": 1}
@@ -164,7 +179,13 @@ def test_engine_config_as_dict_embeds_speculative_json() -> None:
 def test_module_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOVA_ENGINE_PYTHON", raising=False)
     engine = EngineSpec(python="/opt/vllm/bin/python")
-    assert engine_prefix(engine, MODEL) == ["/opt/vllm/bin/python", "-m", API_SERVER_MODULE, "--model", "/models/tiny"]
+    assert engine_prefix(engine, MODEL) == [
+        "/opt/vllm/bin/python",
+        "-m",
+        API_SERVER_MODULE,
+        "--model",
+        "/models/tiny",
+    ]
     assert API_SERVER_MODULE == "vllm.entrypoints.openai.api_server"
 
 
@@ -200,32 +221,48 @@ def full_config() -> EngineConfig:
     return EngineConfig(
         max_num_seqs=16,
         enable_prefix_caching=False,
-        speculative=SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4),
+        speculative=SpeculativeConfig(
+            method="ngram", num_speculative_tokens=3, prompt_lookup_max=4
+        ),
     )
 
 
 def test_build_launch_module_argv(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOVA_ENGINE_PYTHON", raising=False)
-    engine = EngineSpec(python="/py", host="127.0.0.2", extra_args=["--enforce-eager", "--load-format", "dummy"])
+    engine = EngineSpec(
+        python="/py", host="127.0.0.2", extra_args=["--enforce-eager", "--load-format", "dummy"]
+    )
     plan = build_launch(engine, MODEL, full_config(), port=8123, api_key=SECRET)
     assert isinstance(plan.argv, tuple)
     assert list(plan.argv) == [
-        "/py", "-m", API_SERVER_MODULE, "--model", "/models/tiny",
-        "--served-model-name", "tiny",
-        "--max-num-seqs", "16",
+        "/py",
+        "-m",
+        API_SERVER_MODULE,
+        "--model",
+        "/models/tiny",
+        "--served-model-name",
+        "tiny",
+        "--max-num-seqs",
+        "16",
         "--no-enable-prefix-caching",
         "--speculative-config",
         '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}',
-        "--enforce-eager", "--load-format", "dummy",
-        "--host", "127.0.0.2",
-        "--port", "8123",
+        "--enforce-eager",
+        "--load-format",
+        "dummy",
+        "--host",
+        "127.0.0.2",
+        "--port",
+        "8123",
     ]
     assert plan.host == "127.0.0.2" and plan.port == 8123
 
 
 def test_build_launch_command_argv() -> None:
     engine = EngineSpec(command=["vllm", "serve"])
-    plan = build_launch(engine, ModelSpec(path="org/m"), EngineConfig(max_num_seqs=2), port=9000, api_key=SECRET)
+    plan = build_launch(
+        engine, ModelSpec(path="org/m"), EngineConfig(max_num_seqs=2), port=9000, api_key=SECRET
+    )
     assert list(plan.argv[:3]) == ["vllm", "serve", "org/m"]
     assert "--model" not in plan.argv
     assert flag_value(plan.argv, "--served-model-name") == "org/m"

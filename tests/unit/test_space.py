@@ -38,7 +38,9 @@ def test_stock_config_tensor_parallel(tiny_raw: dict[str, Any]) -> None:
     tiny_raw["engine"]["tensor_parallel_size"] = 2
     tiny_raw["engine"]["defaults"] = {"kv_cache_dtype": "auto", "enable_prefix_caching": False}
     c = stock_config(parse_spec(tiny_raw))
-    assert c == EngineConfig(kv_cache_dtype="auto", enable_prefix_caching=False, tensor_parallel_size=2)
+    assert c == EngineConfig(
+        kv_cache_dtype="auto", enable_prefix_caching=False, tensor_parallel_size=2
+    )
 
 
 # ---------------------------------------------------------------- FixedTrial sampling
@@ -67,7 +69,11 @@ def test_ngram_samples_lookup_window(tiny_spec: StudySpec) -> None:
     )
     config = sample(trial, tiny_spec)
     assert config.speculative == SpeculativeConfig(
-        method="ngram", num_speculative_tokens=3, model=None, prompt_lookup_min=2, prompt_lookup_max=4
+        method="ngram",
+        num_speculative_tokens=3,
+        model=None,
+        prompt_lookup_min=2,
+        prompt_lookup_max=4,
     )
     # prompt_lookup_min is fixed in the spec: used, never suggested
     assert "prompt_lookup_min" not in trial.params
@@ -117,7 +123,10 @@ def test_engine_defaults_fill_fields_the_space_leaves_out(tiny_raw: dict[str, An
     trial = optuna.trial.FixedTrial({"max_num_seqs": 4})
     config = sample(trial, spec)
     assert config == EngineConfig(
-        max_num_seqs=4, max_num_batched_tokens=4096, max_model_len=1024, attention_backend="FLEX_ATTENTION"
+        max_num_seqs=4,
+        max_num_batched_tokens=4096,
+        max_model_len=1024,
+        attention_backend="FLEX_ATTENTION",
     )
 
 
@@ -131,7 +140,11 @@ def test_empty_space_is_the_stock_config(tiny_spec: StudySpec, tiny_raw: dict[st
 def test_dflash_forces_triton_backend(tiny_raw: dict[str, Any]) -> None:
     spec = with_space(
         tiny_raw,
-        speculative={"method": "dflash", "num_speculative_tokens": 4, "drafters": {"dflash": "org/dflash"}},
+        speculative={
+            "method": "dflash",
+            "num_speculative_tokens": 4,
+            "drafters": {"dflash": "org/dflash"},
+        },
     )
     config = sample(optuna.trial.FixedTrial({}), spec)
     assert config.attention_backend == "TRITON_ATTN"
@@ -210,8 +223,38 @@ def test_tpe_study_samples_a_conditional_space(tiny_spec: StudySpec) -> None:
     assert len(methods_seen) >= 2  # the conditional branches were both explored
 
 
+def test_stepped_and_float_ranges_in_a_real_study(tiny_raw: dict[str, Any]) -> None:
+    spec = with_space(
+        tiny_raw,
+        max_num_batched_tokens={"low": 512, "high": 4096, "step": 512},
+        gpu_memory_utilization={"low": 0.2, "high": 0.5},
+        attention_backend={"choices": ["TRITON_ATTN", "FLEX_ATTENTION"]},
+    )
+    study = optuna.create_study(
+        directions=["maximize"], sampler=optuna.samplers.TPESampler(seed=3, n_startup_trials=3)
+    )
+    for _ in range(10):
+        trial = study.ask()
+        config = sample(trial, spec)
+        assert config.max_num_batched_tokens is not None
+        assert config.max_num_batched_tokens % 512 == 0
+        assert 512 <= config.max_num_batched_tokens <= 4096
+        assert config.gpu_memory_utilization is not None
+        assert 0.2 <= config.gpu_memory_utilization <= 0.5
+        assert config.attention_backend in ("TRITON_ATTN", "FLEX_ATTENTION")
+        # the default method is a fixed "none": not a parameter
+        assert set(trial.params) == {
+            "max_num_batched_tokens",
+            "gpu_memory_utilization",
+            "attention_backend",
+        }
+        study.tell(trial, [config.gpu_memory_utilization])
+
+
 def test_enqueued_values_are_sampled_exactly(tiny_spec: StudySpec) -> None:
-    study = optuna.create_study(directions=["maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
+    study = optuna.create_study(
+        directions=["maximize"], sampler=optuna.samplers.RandomSampler(seed=0)
+    )
     study.enqueue_trial(
         {**BASE_PARAMS, "spec_method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}
     )
@@ -237,7 +280,12 @@ def test_rule_names_are_unique() -> None:
 
 def test_clean_config_passes() -> None:
     assert reasons(EngineConfig(), Facts()) == []
-    assert reasons(EngineConfig(kv_cache_dtype="auto", max_num_batched_tokens=256), Facts(device="cpu")) == []
+    assert (
+        reasons(
+            EngineConfig(kv_cache_dtype="auto", max_num_batched_tokens=256), Facts(device="cpu")
+        )
+        == []
+    )
 
 
 def test_chunked_prefill_budget_rule() -> None:
@@ -299,10 +347,14 @@ def test_auto_kv_cache_on_cpu_is_fine() -> None:
 
 
 def test_ngram_window_rule() -> None:
-    bad = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=5, prompt_lookup_max=2)
+    bad = SpeculativeConfig(
+        method="ngram", num_speculative_tokens=3, prompt_lookup_min=5, prompt_lookup_max=2
+    )
     (r,) = reasons(EngineConfig(speculative=bad), Facts())
     assert r.startswith("ngram_window:") and "(5)" in r and "(2)" in r
-    ok = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=3, prompt_lookup_max=3)
+    ok = SpeculativeConfig(
+        method="ngram", num_speculative_tokens=3, prompt_lookup_min=3, prompt_lookup_max=3
+    )
     assert reasons(EngineConfig(speculative=ok), Facts()) == []
     only_max = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_max=1)
     assert reasons(EngineConfig(speculative=only_max), Facts()) == []
@@ -344,7 +396,11 @@ def test_every_broken_rule_is_listed_in_table_order() -> None:
         speculative=SpeculativeConfig(method="mtp", num_speculative_tokens=1),
     )
     out = reasons(c, Facts(device="cpu"))
-    assert [r.split(":")[0] for r in out] == ["chunked_prefill_budget", "fp8_kv_cache_on_cpu", "mtp_needs_heads"]
+    assert [r.split(":")[0] for r in out] == [
+        "chunked_prefill_budget",
+        "fp8_kv_cache_on_cpu",
+        "mtp_needs_heads",
+    ]
 
 
 # ---------------------------------------------------------------- host facts

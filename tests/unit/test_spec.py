@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from nova_search.cli import app
@@ -79,7 +80,7 @@ def test_sweep_levels_are_sorted() -> None:
 
 def test_spec_is_frozen() -> None:
     spec = parse_spec(minimal())
-    with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen-instance error
+    with pytest.raises(ValidationError, match="frozen"):
         spec.name = "other"  # type: ignore[misc]
 
 
@@ -153,6 +154,27 @@ def test_int_log_range_needs_positive_low(tiny_raw: dict[str, Any]) -> None:
     msg = spec_error(tiny_raw)
     assert "space.max_num_seqs" in msg
     assert "log-scale range needs low > 0" in msg
+
+
+def test_int_log_range_takes_no_step(tiny_raw: dict[str, Any]) -> None:
+    # Optuna refuses step != 1 with log=True at the first suggest; the spec must refuse it first
+    tiny_raw["space"]["max_num_seqs"] = {"low": 4, "high": 32, "log": True, "step": 4}
+    msg = spec_error(tiny_raw)
+    assert "space.max_num_seqs" in msg
+    assert "log-scale range takes no step" in msg
+
+
+@pytest.mark.parametrize("step", [0, -8])
+def test_int_range_step_must_be_positive(tiny_raw: dict[str, Any], step: int) -> None:
+    tiny_raw["space"]["max_num_batched_tokens"] = {"low": 512, "high": 4096, "step": step}
+    msg = spec_error(tiny_raw)
+    assert "space.max_num_batched_tokens.range.step" in msg
+
+
+def test_int_range_with_step(tiny_raw: dict[str, Any]) -> None:
+    tiny_raw["space"]["max_num_batched_tokens"] = {"low": 512, "high": 4096, "step": 512}
+    spec = parse_spec(tiny_raw)
+    assert spec.space.max_num_batched_tokens == IntRange(low=512, high=4096, step=512)
 
 
 def test_float_range_low_above_high(tiny_raw: dict[str, Any]) -> None:
@@ -262,14 +284,22 @@ def test_constraint_strings(text: str, expected: tuple[Any, ...]) -> None:
 
 
 def test_constraint_mapping_form_and_name() -> None:
-    c = ConstraintSpec.model_validate({"metric": "ttft_p99_ms", "op": "<=", "value": 500.0, "at": 4})
+    c = ConstraintSpec.model_validate(
+        {"metric": "ttft_p99_ms", "op": "<=", "value": 500.0, "at": 4}
+    )
     assert c.name == "ttft_p99_ms<=500@4"
     assert ConstraintSpec.model_validate("tpot_p99_ms <= 25.5").name == "tpot_p99_ms<=25.5@every"
 
 
 @pytest.mark.parametrize(
     "text",
-    ["ttft_p99_ms < 500", "ttft_p99_ms == 500", "ttft_p99_ms <= fast", "<= 500", "ttft_p99_ms <= 5 at 4"],
+    [
+        "ttft_p99_ms < 500",
+        "ttft_p99_ms == 500",
+        "ttft_p99_ms <= fast",
+        "<= 500",
+        "ttft_p99_ms <= 5 at 4",
+    ],
 )
 def test_unreadable_constraint_string(tiny_raw: dict[str, Any], text: str) -> None:
     tiny_raw["constraints"] = [text]
@@ -292,7 +322,9 @@ def test_metric_names_are_numeric_fields_only() -> None:
     assert "concurrency" not in METRIC_NAMES
     assert "first_errors" not in METRIC_NAMES
     assert "spec_accepted_per_pos" not in METRIC_NAMES
-    assert {"ttft_p99_ms", "output_throughput", "error_rate", "kv_cache_usage_peak"} <= set(METRIC_NAMES)
+    assert {"ttft_p99_ms", "output_throughput", "error_rate", "kv_cache_usage_peak"} <= set(
+        METRIC_NAMES
+    )
 
 
 # ---------------------------------------------------------------- speculative space
@@ -439,8 +471,9 @@ def test_apply_overrides_creates_nested_maps() -> None:
 
 
 def test_apply_overrides_replaces_a_mapping_value() -> None:
-    out = apply_overrides({"space": {"max_num_seqs": {"low": 1, "high": 8}}},
-                          ["space.max_num_seqs={choices: [4, 8]}"])
+    out = apply_overrides(
+        {"space": {"max_num_seqs": {"low": 1, "high": 8}}}, ["space.max_num_seqs={choices: [4, 8]}"]
+    )
     assert out["space"]["max_num_seqs"] == {"choices": [4, 8]}
 
 
@@ -455,7 +488,10 @@ def test_apply_overrides_empty_value_is_empty_string() -> None:
 
 @pytest.mark.parametrize(
     ("item", "where"),
-    [("name.x=1", "name is not a mapping"), ("sweep.concurrency.x=1", "sweep.concurrency is not a mapping")],
+    [
+        ("name.x=1", "name is not a mapping"),
+        ("sweep.concurrency.x=1", "sweep.concurrency is not a mapping"),
+    ],
 )
 def test_apply_overrides_non_mapping_intermediate(
     tiny_raw: dict[str, Any], item: str, where: str
@@ -491,7 +527,9 @@ def test_load_spec_with_overrides(tmp_path: Path, tiny_raw: dict[str, Any]) -> N
     assert spec.budget.n_trials == 2
 
 
-def test_load_spec_override_error_is_validated_with_path(tmp_path: Path, tiny_raw: dict[str, Any]) -> None:
+def test_load_spec_override_error_is_validated_with_path(
+    tmp_path: Path, tiny_raw: dict[str, Any]
+) -> None:
     p = write(tmp_path, tiny_raw)
     with pytest.raises(SpecError) as ei:
         load_spec(p, ["sweep.concurrency=[1, 8]"])  # the second objective is at 4
@@ -521,7 +559,9 @@ def test_load_spec_top_level_not_mapping(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- CLI
 
 
-def test_cli_validate_bad_spec_exits_2_naming_the_field(tmp_path: Path, tiny_raw: dict[str, Any]) -> None:
+def test_cli_validate_bad_spec_exits_2_naming_the_field(
+    tmp_path: Path, tiny_raw: dict[str, Any]
+) -> None:
     tiny_raw["space"]["foo"] = 1
     p = write(tmp_path, tiny_raw)
     result = CliRunner().invoke(app, ["validate", str(p)])
@@ -533,7 +573,9 @@ def test_cli_validate_bad_spec_exits_2_naming_the_field(tmp_path: Path, tiny_raw
 
 def test_cli_validate_bad_override_exits_2(tmp_path: Path, tiny_raw: dict[str, Any]) -> None:
     p = write(tmp_path, tiny_raw)
-    result = CliRunner().invoke(app, ["validate", str(p), "--set", "space.max_num_seqs={low: 9, high: 2}"])
+    result = CliRunner().invoke(
+        app, ["validate", str(p), "--set", "space.max_num_seqs={low: 9, high: 2}"]
+    )
     assert result.exit_code == 2
     assert "space.max_num_seqs" in result.output
 
@@ -545,7 +587,12 @@ def test_cli_validate_good_spec_prints_it(tmp_path: Path, tiny_raw: dict[str, An
     printed = yaml.safe_load(result.stdout)
     assert printed["name"] == "tiny-cpu"
     assert printed["budget"]["n_trials"] == 9
-    assert printed["constraints"][0] == {"metric": "ttft_p99_ms", "op": "<=", "value": 3000.0, "at": 4}
+    assert printed["constraints"][0] == {
+        "metric": "ttft_p99_ms",
+        "op": "<=",
+        "value": 3000.0,
+        "at": 4,
+    }
 
 
 def test_cli_run_bad_spec_writes_nothing(tmp_path: Path, tiny_raw: dict[str, Any]) -> None:

@@ -1,0 +1,121 @@
+"""nova's schema migrations, run as an explicit step (``nova-search db upgrade``), never by a worker.
+
+Optuna's schema comes first: instantiating ``RDBStorage`` creates Optuna's tables and stamps its
+own ``alembic_version`` when they are missing. Then nova's alembic scripts (top-level ``alembic/``)
+run with their own version table, ``nova_alembic_version``, and only ever touch ``nova_`` tables.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import alembic.command
+import optuna
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+from sqlalchemy.exc import SQLAlchemyError
+
+import nova_search
+from nova_search.db._url import mask, open_engine, parse
+from nova_search.db.models import TABLE_PREFIX
+from nova_search.errors import StorageError
+
+#: nova's alembic version table; Optuna keeps the default ``alembic_version`` for itself
+VERSION_TABLE = "nova_alembic_version"
+
+#: the top-level ``alembic/`` folder of the repository (next to the package)
+ALEMBIC_DIR = Path(nova_search.__file__).resolve().parent.parent / "alembic"
+
+
+def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """alembic's autogenerate filter: only nova's tables (and what hangs off them), never Optuna's,
+    never the version table."""
+    if type_ == "table":
+        table_name = name or ""
+    else:
+        table = getattr(obj, "table", None)
+        table_name = getattr(table, "name", None) or ""
+    return table_name.startswith(TABLE_PREFIX) and table_name != VERSION_TABLE
+
+
+def alembic_config(url: str) -> Config:
+    """A programmatic alembic Config for ``url`` (passed in attributes, never through the .ini
+    parser, whose %-interpolation would mangle passwords)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(ALEMBIC_DIR))
+    cfg.attributes["url"] = url
+    return cfg
+
+
+def head_revision() -> str | None:
+    """The newest revision this nova-search ships."""
+    return ScriptDirectory(str(ALEMBIC_DIR)).get_current_head()
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Create or update Optuna's schema, then nova's tables up to ``revision``."""
+    parse(url)
+    _ensure_optuna_schema(url)
+    with _storage_errors(url, f"upgrade nova's tables to {revision!r} in"):
+        alembic.command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    """Take nova's tables down to ``revision`` (``base`` drops them all); Optuna's stay."""
+    parse(url)
+    with _storage_errors(url, f"downgrade nova's tables to {revision!r} in"):
+        alembic.command.downgrade(alembic_config(url), revision)
+
+
+def current(url: str) -> str | None:
+    """The revision nova's tables are at, or None when they were never created."""
+    engine = open_engine(url)
+    try:
+        with _storage_errors(url, "read nova's schema revision from"), engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+            return ctx.get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def _ensure_optuna_schema(url: str) -> None:
+    optuna_logger = logging.getLogger("optuna")
+    level = optuna_logger.level
+    optuna_logger.setLevel(logging.WARNING)
+    try:
+        with warnings.catch_warnings(), _storage_errors(url, "create Optuna's tables in"):
+            warnings.simplefilter("ignore")
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=_optuna_engine_kwargs(url))
+            storage.engine.dispose()
+    finally:
+        optuna_logger.setLevel(level)
+
+
+def _optuna_engine_kwargs(url: str) -> dict[str, Any]:
+    if parse(url).get_backend_name() == "sqlite":
+        return {"connect_args": {"timeout": 60}}
+    return {"pool_pre_ping": True}
+
+
+@contextmanager
+def _storage_errors(url: str, doing: str) -> Iterator[None]:
+    """Turn driver and alembic errors into StorageError: masked URL, no driver message."""
+    try:
+        yield
+    except CommandError as e:
+        # alembic's own messages name revisions, never the URL
+        raise StorageError(f"cannot {doing} {mask(url)}: {e}") from None
+    except (SQLAlchemyError, ImportError, ValueError, TypeError) as e:
+        raise StorageError(
+            f"cannot {doing} {mask(url)}: {type(e).__name__} (is the server up, the URL right?)"
+        ) from None
+    except RuntimeError as e:
+        # Optuna's schema-compatibility check: its message names versions, not the URL
+        raise StorageError(f"cannot {doing} {mask(url)}: {e}") from None
