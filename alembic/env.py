@@ -50,7 +50,9 @@ def _configure_kwargs(url: str) -> dict[str, object]:
 def run_migrations_offline() -> None:
     url = _url()
     context.configure(
-        url=parse(url), literal_binds=True, dialect_opts={"paramstyle": "named"},
+        url=parse(url),
+        literal_binds=True,
+        dialect_opts={"paramstyle": "named"},
         **_configure_kwargs(url),
     )
     with context.begin_transaction():

@@ -18,21 +18,32 @@ from rich.console import Console
 from nova_search.errors import NovaError, SpecError
 from nova_search.spec import StudySpec, load_spec
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="nova-search: find the best vLLM serving configuration with Optuna.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="nova-search: find the best vLLM serving configuration with Optuna.",
+)
 console = Console(log_path=False)
 err_console = Console(stderr=True)
 
 StorageOpt = Annotated[
     str | None,
-    typer.Option("--storage", envvar="NOVA_STORAGE",
-                 help="SQLAlchemy URL of the study storage. Default: the spec's storage, else sqlite:///nova.db."),
+    typer.Option(
+        "--storage",
+        envvar="NOVA_STORAGE",
+        help="SQLAlchemy URL of the study storage. Default: the spec's storage, else sqlite:///nova.db.",
+    ),
 ]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override a spec field before validation: dotted.key=value (YAML value). Repeatable."),
+    typer.Option(
+        "--set", help="Override a spec field before validation: dotted.key=value (YAML value). Repeatable."
+    ),
 ]
-StudyNameOpt = Annotated[str | None, typer.Option("--study-name", help="Study name. Default: the spec's name.")]
+StudyNameOpt = Annotated[
+    str | None, typer.Option("--study-name", help="Study name. Default: the spec's name.")
+]
 GpusOpt = Annotated[
     str | None, typer.Option("--gpus", envvar="NOVA_GPUS", help="GPUs this worker owns, e.g. 0,1.")
 ]
@@ -74,17 +85,31 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-def _work(study_name: str, storage_url: str, study: Any, spec: StudySpec, max_trials: int | None,
-          gpus: tuple[int, ...], artifacts_dir: str | None) -> None:
+def _work(
+    study_name: str,
+    storage_url: str,
+    study: Any,
+    spec: StudySpec,
+    max_trials: int | None,
+    gpus: tuple[int, ...],
+    artifacts_dir: str | None,
+) -> None:
     from nova_search.progress import RichReporter, outcome_table, pareto_table
     from nova_search.study import WorkerOptions, mask_url, run_worker
 
-    console.print(f"study [bold]{study_name}[/] in {mask_url(storage_url)}: budget {spec.budget.n_trials} trials")
+    console.print(
+        f"study [bold]{study_name}[/] in {mask_url(storage_url)}: budget {spec.budget.n_trials} trials"
+    )
     _interrupt_on_sigterm()
     with RichReporter(console, spec.budget.n_trials) as reporter:
         try:
-            run_worker(study, spec, WorkerOptions(max_trials=max_trials, gpus=gpus,
-                                                  artifacts_dir=artifacts_dir, reporter=reporter))
+            run_worker(
+                study,
+                spec,
+                WorkerOptions(
+                    max_trials=max_trials, gpus=gpus, artifacts_dir=artifacts_dir, reporter=reporter
+                ),
+            )
         except KeyboardInterrupt:
             err_console.print("interrupted: the running trial was stopped and recorded as FAIL")
             raise typer.Exit(130) from None
@@ -95,8 +120,10 @@ def _work(study_name: str, storage_url: str, study: Any, spec: StudySpec, max_tr
     elif any(t.state.name == "COMPLETE" for t in study.get_trials(deepcopy=False)):
         console.print("[yellow]No trial met every constraint: no feasible Pareto front yet.[/]")
     else:
-        err_console.print("[red]Every trial of this study failed or was pruned; nothing was measured.[/] "
-                          "See the reasons above and each trial's nova:log_tail attribute.")
+        err_console.print(
+            "[red]Every trial of this study failed or was pruned; nothing was measured.[/] "
+            "See the reasons above and each trial's nova:log_tail attribute."
+        )
         raise typer.Exit(3)
 
 
@@ -105,10 +132,14 @@ def run(
     spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml", help="The study spec.")],
     storage: StorageOpt = None,
     study_name: StudyNameOpt = None,
-    n_trials: Annotated[int | None, typer.Option("--n-trials", min=1, help="Trial budget (overrides budget.n_trials).")] = None,
+    n_trials: Annotated[
+        int | None, typer.Option("--n-trials", min=1, help="Trial budget (overrides budget.n_trials).")
+    ] = None,
     set_: SetOpt = None,
     gpus: GpusOpt = None,
-    artifacts_dir: Annotated[str | None, typer.Option("--artifacts-dir", help="Where server logs go.")] = None,
+    artifacts_dir: Annotated[
+        str | None, typer.Option("--artifacts-dir", help="Where server logs go.")
+    ] = None,
 ) -> None:
     """Create (or continue) a study and run it with one local worker."""
     from nova_search.study import create
@@ -146,8 +177,12 @@ def worker(
     study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name.")],
     storage: StorageOpt = None,
     gpus: GpusOpt = None,
-    max_trials: Annotated[int | None, typer.Option("--max-trials", min=1, help="Stop after this many trials here.")] = None,
-    artifacts_dir: Annotated[str | None, typer.Option("--artifacts-dir", help="Where server logs go.")] = None,
+    max_trials: Annotated[
+        int | None, typer.Option("--max-trials", min=1, help="Stop after this many trials here.")
+    ] = None,
+    artifacts_dir: Annotated[
+        str | None, typer.Option("--artifacts-dir", help="Where server logs go.")
+    ] = None,
 ) -> None:
     """Run trials of an existing study until its budget (counted across all workers) is met."""
     from nova_search.study import load
@@ -156,6 +191,38 @@ def worker(
     gpu_ids = _guard(lambda: _parse_gpus(gpus))
     loaded, spec = _guard(lambda: load(study, url))
     _guard(lambda: _work(study, url, loaded, spec, max_trials, gpu_ids, artifacts_dir))
+
+
+db_app = typer.Typer(help="nova's own tables (alembic). Creating a study runs `db upgrade` itself.")
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    storage: StorageOpt = None,
+    revision: Annotated[str, typer.Option("--revision", help="Target revision.")] = "head",
+) -> None:
+    """Create Optuna's schema when missing, then migrate nova's tables (nova_alembic_version)."""
+    from nova_search.db import current, upgrade
+    from nova_search.study import mask_url
+
+    url = _storage_url(storage, None)
+    _guard(lambda: upgrade(url, revision))
+    console.print(f"{mask_url(url)}: nova tables at revision {_guard(lambda: current(url))}")
+
+
+@db_app.command("downgrade")
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(help="Target revision, e.g. base.")],
+    storage: StorageOpt = None,
+) -> None:
+    """Migrate nova's tables down (Optuna's tables are never touched)."""
+    from nova_search.db import current, downgrade
+    from nova_search.study import mask_url
+
+    url = _storage_url(storage, None)
+    _guard(lambda: downgrade(url, revision))
+    console.print(f"{mask_url(url)}: nova tables at revision {_guard(lambda: current(url))}")
 
 
 @app.command()

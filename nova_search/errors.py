@@ -1,10 +1,10 @@
 """The project's exceptions, one tree. The CLI is the only place that turns them into exit codes.
 
-    NovaError
-    +-- SpecError            the spec or a --set override is invalid (names the field path)
-    +-- StorageError         the storage URL is unreachable or the study is missing (password masked)
-    +-- EngineError          the engine could not be located or set up
-    +-- TrialFailure         one trial failed (boot, crash, timeout, error budget); becomes an Optuna FAIL
+NovaError
++-- SpecError            the spec or a --set override is invalid (names the field path)
++-- StorageError         the storage URL is unreachable or the study is missing (password masked)
++-- EngineError          the engine could not be located or set up
++-- TrialFailure         one trial failed (boot, crash, timeout, error budget); becomes an Optuna FAIL
 """
 
 from __future__ import annotations

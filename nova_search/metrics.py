@@ -171,7 +171,5 @@ def engine_summary(samples: tuple[EngineSample, ...]) -> dict[str, Any]:
     if drafts and accepted is not None:
         out["spec_mean_acceptance_length"] = 1.0 + accepted / drafts
         first, last = samples[0].accepted_per_pos, samples[-1].accepted_per_pos
-        out["spec_accepted_per_pos"] = [
-            (last[p] - first.get(p, 0.0)) / drafts for p in sorted(last)
-        ]
+        out["spec_accepted_per_pos"] = [(last[p] - first.get(p, 0.0)) / drafts for p in sorted(last)]
     return out

@@ -33,7 +33,9 @@ def objective_value(levels: Sequence[LevelResult], o: ObjectiveSpec) -> float | 
     return None
 
 
-def objective_values(levels: Sequence[LevelResult], objectives: Sequence[ObjectiveSpec]) -> list[float | None]:
+def objective_values(
+    levels: Sequence[LevelResult], objectives: Sequence[ObjectiveSpec]
+) -> list[float | None]:
     return [objective_value(levels, o) for o in objectives]
 
 
@@ -43,7 +45,9 @@ def _violation(value: float | None, c: ConstraintSpec) -> float:
     return value - c.value if c.op == "<=" else c.value - value
 
 
-def constraint_values(levels: Sequence[LevelResult], constraints: Sequence[ConstraintSpec]) -> dict[str, float]:
+def constraint_values(
+    levels: Sequence[LevelResult], constraints: Sequence[ConstraintSpec]
+) -> dict[str, float]:
     out: dict[str, float] = {}
     for c in constraints:
         chosen = [lv for lv in levels if c.at == "every" or lv.concurrency == c.at]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,16 +48,33 @@ class Facts:
     cpu_flags: frozenset[str] = frozenset()
     model_max_len: int | None = None
     model_has_mtp: bool = False
+    #: the accelerator's (or CPU's) name, recorded with every measurement
+    device_name: str | None = None
 
 
-def host_facts(spec: StudySpec) -> Facts:
+def _gpu_name(gpus: tuple[int, ...]) -> str | None:
+    argv = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+    if gpus:
+        argv += ["-i", str(gpus[0])]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip().splitlines()[0] if out.strip() else None
+
+
+def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
     flags: frozenset[str] = frozenset()
+    cpu_name = None
     try:
         text = Path("/proc/cpuinfo").read_text()
         m = re.search(r"^flags\s*:\s*(.*)$", text, flags=re.MULTILINE)
         flags = frozenset(m.group(1).split()) if m else frozenset()
+        m = re.search(r"^model name\s*:\s*(.*)$", text, flags=re.MULTILINE)
+        cpu_name = m.group(1).strip() if m else None
     except OSError:
         pass
+    device_name = _gpu_name(gpus) if spec.engine.device == "cuda" else cpu_name
     max_len, has_mtp = None, False
     try:
         cfg = json.loads((Path(spec.model.path) / "config.json").read_text())
@@ -64,7 +82,13 @@ def host_facts(spec: StudySpec) -> Facts:
         has_mtp = bool(cfg.get("num_nextn_predict_layers") or cfg.get("mtp_num_hidden_layers"))
     except (OSError, ValueError):
         pass
-    return Facts(device=spec.engine.device, cpu_flags=flags, model_max_len=max_len, model_has_mtp=has_mtp)
+    return Facts(
+        device=spec.engine.device,
+        cpu_flags=flags,
+        model_max_len=max_len,
+        model_has_mtp=has_mtp,
+        device_name=device_name,
+    )
 
 
 # ---------------------------------------------------------------- the compatibility table
@@ -103,7 +127,9 @@ def _ngram_window(c: EngineConfig, f: Facts) -> str | None:
     s = c.speculative
     if s and s.method == "ngram" and s.prompt_lookup_min and s.prompt_lookup_max:
         if s.prompt_lookup_min > s.prompt_lookup_max:
-            return f"ngram prompt_lookup_min ({s.prompt_lookup_min}) > prompt_lookup_max ({s.prompt_lookup_max})"
+            return (
+                f"ngram prompt_lookup_min ({s.prompt_lookup_min}) > prompt_lookup_max ({s.prompt_lookup_max})"
+            )
     return None
 
 

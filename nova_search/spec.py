@@ -134,14 +134,11 @@ class SpeculativeSpace(_Model):
                 raise ValueError(f"method {m!r} is not one of {', '.join(SPEC_METHODS)}")
         for m in self.drafters:
             if m not in DRAFTER_METHODS:
-                raise ValueError(
-                    f"drafters.{m}: only {', '.join(DRAFTER_METHODS)} take a drafter model"
-                )
+                raise ValueError(f"drafters.{m}: only {', '.join(DRAFTER_METHODS)} take a drafter model")
         for m in methods:
             if m in DRAFTER_METHODS and m not in self.drafters:
                 raise ValueError(
-                    f"drafters.{m} is required because method includes {m!r} "
-                    "(a drafter model path or hub id)"
+                    f"drafters.{m} is required because method includes {m!r} (a drafter model path or hub id)"
                 )
         if any(m != "none" for m in methods) and self.num_speculative_tokens is None:
             raise ValueError("num_speculative_tokens is required when a method other than none is listed")
@@ -475,8 +472,10 @@ def format_validation_error(e: ValidationError, source: str) -> str:
         if err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; see the README's spec reference)"
         given = err.get("input")
-        shown = "" if err["type"] in ("missing", "extra_forbidden") or isinstance(given, dict) else (
-            f" (got {given!r})"
+        shown = (
+            ""
+            if err["type"] in ("missing", "extra_forbidden") or isinstance(given, dict)
+            else (f" (got {given!r})")
         )
         lines.append(f"  {loc}: {msg}{shown}")
     return "\n".join(lines)

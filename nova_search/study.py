@@ -13,8 +13,8 @@ import fcntl
 import hashlib
 import logging
 import os
+import socket
 import threading
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,10 +25,15 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
+from nova_search.db import LevelStore, upgrade
+from nova_search.db._url import engine_kwargs
+from nova_search.db._url import mask as mask_url
+from nova_search.db._url import parse as parse_url
 from nova_search.errors import SpecError, StorageError, TrialFailure
+from nova_search.metrics import LevelResult
+from nova_search.retry import retrying
 from nova_search.space import ROLE_ATTR, host_facts
 from nova_search.spec import StudySpec, parse_spec
 from nova_search.trial import NullReporter, Reporter, TrialContext, run_trial
@@ -41,38 +46,20 @@ log = logging.getLogger("nova_search")
 T = TypeVar("T")
 
 
-def mask_url(url: str) -> str:
-    """The URL with its password replaced by ***, safe for logs and errors."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return "<unparseable storage URL>"
-
-
-def open_storage(url: str, *, heartbeat_interval: int | None = None, grace_period: int | None = None
-                 ) -> RDBStorage:
+def open_storage(
+    url: str, *, heartbeat_interval: int | None = None, grace_period: int | None = None
+) -> RDBStorage:
     """Optuna's RDBStorage with heartbeats on. Interval and grace period (seconds) default to
     NOVA_HEARTBEAT_INTERVAL (30) and NOVA_GRACE_PERIOD (120)."""
     heartbeat_interval = heartbeat_interval or int(os.environ.get("NOVA_HEARTBEAT_INTERVAL", "30"))
     grace_period = grace_period or int(os.environ.get("NOVA_GRACE_PERIOD", "120"))
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        raise StorageError(
-            f"storage URL {mask_url(url)!r} is not a SQLAlchemy URL "
-            "(e.g. sqlite:///nova.db or postgresql+psycopg://user:pw@host/db)"
-        ) from None
-    engine_kwargs: dict[str, Any] = {}
-    if not parsed.get_backend_name().startswith("sqlite"):
-        engine_kwargs["pool_pre_ping"] = True
-    else:
-        engine_kwargs["connect_args"] = {"timeout": 60}
+    parsed = parse_url(url)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         try:
             return RDBStorage(
                 url,
-                engine_kwargs=engine_kwargs,
+                engine_kwargs=engine_kwargs(parsed),
                 heartbeat_interval=heartbeat_interval,
                 grace_period=grace_period,
                 heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
@@ -97,18 +84,18 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
             return optuna.samplers.NSGAIISampler(seed=seed)
         if name == "random":
             return optuna.samplers.RandomSampler(seed=seed)
-        raise SpecError(
-            "sampler.name: grid needs a finite space; use tpe, gp, nsga2 or random for this spec"
-        )
+        raise SpecError("sampler.name: grid needs a finite space; use tpe, gp, nsga2 or random for this spec")
 
 
-def create(spec: StudySpec, storage_url: str, study_name: str | None = None, *, exist_ok: bool = False
-           ) -> optuna.Study:
+def create(
+    spec: StudySpec, storage_url: str, study_name: str | None = None, *, exist_ok: bool = False
+) -> optuna.Study:
     """Create the study once: directions, metric names, the spec, baselines enqueued.
 
     With ``exist_ok`` an existing study of that name is loaded and continued instead.
     """
     name = study_name or spec.name
+    upgrade(storage_url)  # Optuna's schema and nova's tables: creating a study is the explicit setup step
     storage = open_storage(storage_url)
     try:
         existing = optuna.study.get_all_study_names(storage)
@@ -134,8 +121,9 @@ def create(spec: StudySpec, storage_url: str, study_name: str | None = None, *, 
     return study
 
 
-def load(study_name: str, storage_url: str, storage: RDBStorage | None = None
-         ) -> tuple[optuna.Study, StudySpec]:
+def load(
+    study_name: str, storage_url: str, storage: RDBStorage | None = None
+) -> tuple[optuna.Study, StudySpec]:
     storage = storage or open_storage(storage_url)
     try:
         names = optuna.study.get_all_study_names(storage)
@@ -169,6 +157,14 @@ class WorkerOptions:
     storage_retry_s: float = 300.0
 
 
+def rdb_storage(study: optuna.Study) -> RDBStorage:
+    """The RDBStorage under the study (Optuna wraps it in a cache layer)."""
+    storage = getattr(study._storage, "_backend", study._storage)
+    if not isinstance(storage, RDBStorage):
+        raise StorageError("nova-search workers need an RDB storage (a SQLAlchemy URL)")
+    return storage
+
+
 def count_toward_budget(trials: list[FrozenTrial]) -> int:
     """Trials that use up the budget: running or finished, except failed trials that were retried
     (their retry is the trial that counts). WAITING trials (baselines, retries) are not yet counted."""
@@ -190,7 +186,9 @@ class _BudgetLock:
         self.key = int.from_bytes(hashlib.sha256(study_name.encode()).digest()[:8], "big", signed=True)
         url = storage.engine.url
         self.backend = url.get_backend_name()
-        self.sqlite_path = url.database if self.backend == "sqlite" and url.database not in (None, "", ":memory:") else None
+        self.sqlite_path = (
+            url.database if self.backend == "sqlite" and url.database not in (None, "", ":memory:") else None
+        )
         self._conn: Any = None
         self._fd: int | None = None
 
@@ -243,25 +241,6 @@ class _Heartbeat:
                 return
 
 
-_TRANSIENT = (OperationalError, InterfaceError, optuna.exceptions.StorageInternalError)
-
-
-def retrying(fn: Callable[[], T], window_s: float, what: str) -> T:
-    """Call ``fn``, retrying transient storage errors with backoff for up to ``window_s`` seconds."""
-    deadline = time.monotonic() + window_s
-    delay = 0.5
-    while True:
-        try:
-            return fn()
-        except _TRANSIENT as e:
-            if time.monotonic() + delay > deadline:
-                raise StorageError(f"storage unavailable for {window_s:g} s during {what}: "
-                                   f"{type(e).__name__}") from None
-            log.warning("storage error during %s (%s); retrying in %.1f s", what, type(e).__name__, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 10.0)
-
-
 def _ask_within_budget(study: optuna.Study, lock: _BudgetLock, budget: int) -> optuna.Trial | None:
     with lock:
         if count_toward_budget(study.get_trials(deepcopy=False)) >= budget:
@@ -269,10 +248,16 @@ def _ask_within_budget(study: optuna.Study, lock: _BudgetLock, budget: int) -> o
         return study.ask()
 
 
-def _run_slot(study: optuna.Study, spec: StudySpec, ctx: TrialContext, opts: WorkerOptions,
-              stop: threading.Event, counter: list[int], counter_lock: threading.Lock) -> None:
-    storage = study._storage  # the RDBStorage opened by open_storage
-    assert isinstance(storage, RDBStorage)
+def _run_slot(
+    study: optuna.Study,
+    spec: StudySpec,
+    ctx: TrialContext,
+    opts: WorkerOptions,
+    stop: threading.Event,
+    counter: list[int],
+    counter_lock: threading.Lock,
+) -> None:
+    storage = rdb_storage(study)
     lock = _BudgetLock(storage, study.study_name)
     window = opts.storage_retry_s
     while not stop.is_set():
@@ -283,6 +268,8 @@ def _run_slot(study: optuna.Study, spec: StudySpec, ctx: TrialContext, opts: Wor
         retrying(lambda: fail_stale_trials(study), window, "the stale-trial check")
         trial = retrying(lambda: _ask_within_budget(study, lock, spec.budget.n_trials), window, "ask")
         if trial is None:
+            with counter_lock:
+                counter[0] -= 1
             return
         values: list[float] | None = None
         state = TrialState.FAIL
@@ -295,19 +282,20 @@ def _run_slot(study: optuna.Study, spec: StudySpec, ctx: TrialContext, opts: Wor
         except TrialFailure:
             state = TrialState.FAIL
         except KeyboardInterrupt:
-            retrying(lambda: study.tell(trial, state=TrialState.FAIL), window, "tell")
+            retrying(lambda t=trial: study.tell(t, state=TrialState.FAIL), window, "tell")
             raise
         except Exception as e:  # noqa: BLE001 - an unexpected error fails the trial, not the worker
             log.exception("trial %s failed unexpectedly", trial.number)
-            _best_effort(lambda: trial.set_user_attr("nova:reason", "internal"))
-            _best_effort(lambda: trial.set_user_attr("nova:message", f"{type(e).__name__}: {e}"[:500]))
-            ctx.reporter.trial_finished(trial.number, "FAIL", f"internal: {type(e).__name__}: {e}")
+            message = f"{type(e).__name__}: {e}"[:500]
+            _best_effort(lambda t=trial: t.set_user_attr("nova:reason", "internal"))
+            _best_effort(lambda t=trial, m=message: t.set_user_attr("nova:message", m))
+            ctx.reporter.trial_finished(trial.number, "FAIL", f"internal: {message}")
         if ctx.cancel.is_set():
             state, values = TrialState.FAIL, None
         if state == TrialState.COMPLETE:
-            retrying(lambda: study.tell(trial, values), window, "tell")
+            retrying(lambda t=trial, v=values: study.tell(t, v), window, "tell")
         else:
-            retrying(lambda: study.tell(trial, state=state), window, "tell")
+            retrying(lambda t=trial, st=state: study.tell(t, state=st), window, "tell")
 
 
 def _best_effort(fn: Callable[[], object]) -> None:
@@ -327,7 +315,7 @@ def slots_for(gpus: tuple[int, ...], tensor_parallel_size: int) -> list[tuple[in
             f"so a trial needs at least {tensor_parallel_size} GPUs"
         )
     n = len(gpus) // tensor_parallel_size
-    return [gpus[i * tensor_parallel_size:(i + 1) * tensor_parallel_size] for i in range(n)]
+    return [gpus[i * tensor_parallel_size : (i + 1) * tensor_parallel_size] for i in range(n)]
 
 
 def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int:
@@ -335,16 +323,69 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     trials here. With more GPUs than one trial needs, trials run side by side, one per GPU group.
     Returns the number of trials this worker ran."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    groups = slots_for(opts.gpus, spec.engine.tensor_parallel_size)
+    storage = rdb_storage(study)
+    store = LevelStore(storage.url, retry_window_s=opts.storage_retry_s)
+    store.check_ready()
+    facts = host_facts(spec, opts.gpus)
     cancel = threading.Event()
     base = TrialContext(
         spec=spec,
         study_name=study.study_name,
-        facts=host_facts(spec),
+        facts=facts,
         artifacts_root=Path(opts.artifacts_dir or spec.artifacts_dir),
         reporter=opts.reporter,
+        sink=TableSink(store, study.study_name, socket.gethostname(), facts.device_name),
         cancel=cancel,
+        storage_retry_s=opts.storage_retry_s,
     )
-    groups = slots_for(opts.gpus, spec.engine.tensor_parallel_size)
+    try:
+        return _run_groups(study, spec, opts, base, groups)
+    finally:
+        store.close()
+
+
+@dataclass
+class TableSink:
+    """Writes every measured level to nova_level_result (idempotent, retried across DB restarts)."""
+
+    store: LevelStore
+    study_name: str
+    host: str
+    device_name: str | None
+
+    def record(
+        self,
+        *,
+        trial: optuna.Trial,
+        level: LevelResult,
+        engine_metrics: dict[str, float],
+        argv: list[str],
+        engine_version: str | None,
+        gpus: tuple[int, ...],
+    ) -> None:
+        self.store.record(
+            trial_id=trial._trial_id,
+            study_name=self.study_name,
+            trial_number=trial.number,
+            level=level,
+            engine_metrics=engine_metrics,
+            worker_host=self.host,
+            gpu_ids=gpus,
+            gpu_name=self.device_name,
+            engine_version=engine_version,
+            argv=argv,
+        )
+
+
+def _run_groups(
+    study: optuna.Study,
+    spec: StudySpec,
+    opts: WorkerOptions,
+    base: TrialContext,
+    groups: list[tuple[int, ...]],
+) -> int:
+    cancel = base.cancel
     counter, counter_lock = [0], threading.Lock()
     if len(groups) == 1:
         ctx = replace(base, gpus=groups[0])
@@ -362,8 +403,7 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
 
-    threads = [threading.Thread(target=slot, args=(g,), name=f"slot-{','.join(map(str, g))}")
-               for g in groups]
+    threads = [threading.Thread(target=slot, args=(g,), name=f"slot-{','.join(map(str, g))}") for g in groups]
     for t in threads:
         t.start()
     try:

@@ -31,6 +31,7 @@ from nova_search.loadgen.client import Target
 from nova_search.loadgen.runner import LevelPlan, run_level, take
 from nova_search.loadgen.workload import level_seed, synthetic, vocab_size
 from nova_search.metrics import LevelResult, summarize
+from nova_search.retry import retrying
 from nova_search.space import ROLE_ATTR, Facts, incompatibilities, sample, stock_config
 from nova_search.spec import StudySpec
 
@@ -68,8 +69,16 @@ class NullReporter:
 class LevelSink(Protocol):
     """Where each measured level goes besides the trial's attributes (nova's tables)."""
 
-    def record(self, *, trial: optuna.Trial, level: LevelResult, engine_metrics: dict[str, float],
-               argv: list[str], engine_version: str | None, gpus: tuple[int, ...]) -> None: ...
+    def record(
+        self,
+        *,
+        trial: optuna.Trial,
+        level: LevelResult,
+        engine_metrics: dict[str, float],
+        argv: list[str],
+        engine_version: str | None,
+        gpus: tuple[int, ...],
+    ) -> None: ...
 
 
 class NullSink:
@@ -91,6 +100,7 @@ class TrialContext:
     cancel: threading.Event = field(default_factory=threading.Event)
     #: servers running now (shared by the slots of one worker), so an interrupt can stop them all
     servers: set[Server] = field(default_factory=set)
+    storage_retry_s: float = 300.0
 
     def stop_servers(self) -> None:
         for server in list(self.servers):
@@ -120,14 +130,14 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     spec = ctx.spec
     started = time.monotonic()
     config = choose_config(trial, spec)
-    trial.set_user_attr(A_CONFIG, config.as_dict())
-    trial.set_user_attr(A_WORKER, {"host": ctx.worker, "gpus": list(ctx.gpus)})
+    _set(trial, ctx, A_CONFIG, config.as_dict())
+    _set(trial, ctx, A_WORKER, {"host": ctx.worker, "gpus": list(ctx.gpus)})
     ctx.reporter.trial_started(trial.number, describe(config))
 
     problems = incompatibilities(config, ctx.facts)
     if problems:
-        trial.set_user_attr(A_REASON, "incompatible")
-        trial.set_user_attr(A_MESSAGE, "; ".join(problems))
+        _set(trial, ctx, A_REASON, "incompatible")
+        _set(trial, ctx, A_MESSAGE, "; ".join(problems))
         ctx.reporter.trial_finished(trial.number, "PRUNED", "; ".join(problems))
         raise optuna.TrialPruned("incompatible: " + "; ".join(problems))
 
@@ -139,20 +149,21 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         api_key=secrets.token_urlsafe(24),
         gpus=ctx.gpus,
     )
-    trial.set_user_attr(A_ARGV, list(plan.argv))
+    _set(trial, ctx, A_ARGV, list(plan.argv))
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "server.log"
-    trial.set_user_attr(A_LOG_PATH, str(log_path))
+    _set(trial, ctx, A_LOG_PATH, str(log_path))
     timing: dict[str, float] = {}
     levels: list[LevelResult] = []
-    server = Server(plan, log_path, boot_timeout_s=spec.engine.boot_timeout_s,
-                    stop_timeout_s=spec.engine.stop_timeout_s)
+    server = Server(
+        plan, log_path, boot_timeout_s=spec.engine.boot_timeout_s, stop_timeout_s=spec.engine.stop_timeout_s
+    )
     ctx.servers.add(server)
     try:
         ctx.reporter.phase(trial.number, "booting")
         with server:
             timing["boot_s"] = server.boot_s or 0.0
             version = read_version(server.base_url, server.api_key)
-            trial.set_user_attr(A_ENGINE_VERSION, version)
+            _set(trial, ctx, A_ENGINE_VERSION, version)
             target = Target(server.base_url, served_name(spec.model), server.api_key)
             levels = _measure(trial, ctx, server, target, timing, plan.argv, version)
     except TrialFailure as e:
@@ -166,7 +177,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     finally:
         ctx.servers.discard(server)
         timing["total_s"] = time.monotonic() - started
-        trial.set_user_attr(A_TIMING, timing)
+        _set(trial, ctx, A_TIMING, timing)
 
     values = obj.objective_values(levels, spec.objectives)
     missing = [o.name for o, v in zip(spec.objectives, values, strict=True) if v is None]
@@ -175,10 +186,10 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         _record_failure(trial, ctx, e.reason, e.message, "")
         raise e
     for name, value in obj.constraint_values(levels, spec.constraints).items():
-        trial.set_constraint(name, value)
+        retrying(lambda n=name, v=value: trial.set_constraint(n, v), ctx.storage_retry_s, "set_constraint")
     result = [float(v) for v in values if v is not None]
     summary = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(spec.objectives, result, strict=True))
-    trial.set_user_attr(A_SUMMARY, summary)
+    _set(trial, ctx, A_SUMMARY, summary)
     ctx.reporter.trial_finished(trial.number, "COMPLETE", summary)
     return result
 
@@ -216,10 +227,15 @@ def _measure(
             raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))
         level = summarize(run)
         levels.append(level)
-        ctx.sink.record(trial=trial, level=level,
-                        engine_metrics=run.engine_samples[-1].values if run.engine_samples else {},
-                        argv=list(argv), engine_version=version, gpus=ctx.gpus)
-        trial.set_user_attr(A_LEVELS, [lv.as_dict() for lv in levels])
+        ctx.sink.record(
+            trial=trial,
+            level=level,
+            engine_metrics=run.engine_samples[-1].values if run.engine_samples else {},
+            argv=list(argv),
+            engine_version=version,
+            gpus=ctx.gpus,
+        )
+        _set(trial, ctx, A_LEVELS, [lv.as_dict() for lv in levels])
         timing["measure_s"] = measured
         if level.error_rate > sweep.max_error_rate:
             raise TrialFailure(
@@ -232,10 +248,15 @@ def _measure(
 
 
 def _record_failure(trial: optuna.Trial, ctx: TrialContext, reason: str, message: str, log_tail: str) -> None:
-    trial.set_user_attr(A_REASON, reason)
-    trial.set_user_attr(A_MESSAGE, message)
-    trial.set_user_attr(A_LOG_TAIL, log_tail[-4000:])
+    _set(trial, ctx, A_REASON, reason)
+    _set(trial, ctx, A_MESSAGE, message)
+    _set(trial, ctx, A_LOG_TAIL, log_tail[-4000:])
     ctx.reporter.trial_finished(trial.number, "FAIL", f"{reason}: {message}")
+
+
+def _set(trial: optuna.Trial, ctx: TrialContext, key: str, value: Any) -> None:
+    """A user attribute, written through a database restart (retried for ctx.storage_retry_s)."""
+    retrying(lambda: trial.set_user_attr(key, value), ctx.storage_retry_s, f"writing {key}")
 
 
 def levels_of(attrs: dict[str, Any]) -> list[LevelResult]:

@@ -36,8 +36,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def vllm_processes() -> set[str]:
     """Live (non-zombie) vLLM processes on this machine, API servers and engine cores, as
     "PID ARGS" lines. Compare the set before and after a test to find what it left behind."""
-    out = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
     found = set()
     for line in out.splitlines():
         pid, stat, args = (line.split(None, 2) + ["", ""])[:3]

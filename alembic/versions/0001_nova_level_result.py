@@ -73,9 +73,7 @@ def upgrade() -> None:
         sa.Column("gpu_name", sa.String(length=255), nullable=True),
         sa.Column("engine_version", sa.String(length=255), nullable=True),
         sa.Column("argv", sa.JSON(), nullable=False),
-        sa.Column(
-            "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
-        ),
+        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_nova_level_result")),
         sa.UniqueConstraint(
             "trial_id", "concurrency", name=op.f("uq_nova_level_result_trial_id_concurrency")
@@ -84,9 +82,7 @@ def upgrade() -> None:
     op.create_index(
         op.f("ix_nova_level_result_study_name"), "nova_level_result", ["study_name"], unique=False
     )
-    op.create_index(
-        op.f("ix_nova_level_result_trial_id"), "nova_level_result", ["trial_id"], unique=False
-    )
+    op.create_index(op.f("ix_nova_level_result_trial_id"), "nova_level_result", ["trial_id"], unique=False)
 
 
 def downgrade() -> None:

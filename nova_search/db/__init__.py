@@ -1,8 +1,8 @@
 """nova's own tables (``nova_*``) next to Optuna's: models, migrations, the per-level store, SQL.
 
-    upgrade(url) / downgrade(url, rev) / current(url)   alembic, nova_alembic_version
-    LevelStore(url).record(...) / .rows(study)          idempotent per-level rows, retried writes
-    BEST_AT_CONCURRENCY_SQL                             plain SQL joining Optuna's trials
+upgrade(url) / downgrade(url, rev) / current(url)   alembic, nova_alembic_version
+LevelStore(url).record(...) / .rows(study)          idempotent per-level rows, retried writes
+BEST_AT_CONCURRENCY_SQL                             plain SQL joining Optuna's trials
 """
 
 from nova_search.db.migrate import current, downgrade, upgrade

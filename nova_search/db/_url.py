@@ -16,10 +16,18 @@ from nova_search.errors import StorageError
 
 
 def mask(url: str) -> str:
-    # imported here: nova_search.study imports trial, and trial will import this package
-    from nova_search.study import mask_url
+    """The URL with its password replaced by ***, safe for logs and errors."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError, TypeError):
+        return "<unparseable storage URL>"
 
-    return mask_url(url)
+
+def engine_kwargs(url: URL) -> dict[str, Any]:
+    """``pool_pre_ping`` on database servers (Optuna only sets it for MySQL); a 60 s lock wait on SQLite."""
+    if url.get_backend_name() == "sqlite":
+        return {"connect_args": {"timeout": 60}}
+    return {"pool_pre_ping": True}
 
 
 def parse(url: str) -> URL:
@@ -39,10 +47,8 @@ def is_sqlite(url: str) -> bool:
 def open_engine(url: str, **kwargs: Any) -> Engine:
     """An engine with ``pool_pre_ping`` on servers and a 60 s lock timeout on SQLite."""
     parsed = parse(url)
-    if parsed.get_backend_name() == "sqlite":
-        kwargs.setdefault("connect_args", {"timeout": 60})
-    else:
-        kwargs.setdefault("pool_pre_ping", True)
+    for key, value in engine_kwargs(parsed).items():
+        kwargs.setdefault(key, value)
     try:
         return create_engine(parsed, **kwargs)
     except (ArgumentError, ImportError, ValueError, TypeError) as e:

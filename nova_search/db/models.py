@@ -97,9 +97,7 @@ class LevelResultRow(Base):
     gpu_name: Mapped[str | None] = mapped_column(String(255))
     engine_version: Mapped[str | None] = mapped_column(String(255))
     argv: Mapped[list[str]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now()
-    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 #: the metric columns of LevelResultRow, checked against METRIC_NAMES by the tests

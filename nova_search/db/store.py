@@ -146,8 +146,7 @@ class LevelStore:
 
     def _missing(self) -> StorageError:
         return StorageError(
-            f"nova's tables are missing in {self._masked}; "
-            "run `nova-search db upgrade --storage URL`"
+            f"nova's tables are missing in {self._masked}; run `nova-search db upgrade --storage URL`"
         )
 
     def _retrying(self, doing: str, fn: Callable[[], T]) -> T:
@@ -170,7 +169,10 @@ class LevelStore:
                     ) from None
                 log.warning(
                     "storage %s: %s on attempt %d; retrying in %.2f s",
-                    self._masked, type(e).__name__, attempt, min(delay, remaining),
+                    self._masked,
+                    type(e).__name__,
+                    attempt,
+                    min(delay, remaining),
                 )
                 time.sleep(min(delay, remaining))
                 delay = min(delay * 2, 5.0)
@@ -181,17 +183,13 @@ class LevelStore:
 
 
 def _current_revision(conn: Connection) -> str | None:
-    return MigrationContext.configure(
-        conn, opts={"version_table": VERSION_TABLE}
-    ).get_current_revision()
+    return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
 
 
 def _upsert_portable(engine: Engine, values: dict[str, Any]) -> None:
     """Update-then-insert for dialects without ON CONFLICT; a lost insert race becomes an update."""
     changes = {k: v for k, v in values.items() if k not in _KEEP_ON_UPDATE}
-    match = (TABLE.c.trial_id == values["trial_id"]) & (
-        TABLE.c.concurrency == values["concurrency"]
-    )
+    match = (TABLE.c.trial_id == values["trial_id"]) & (TABLE.c.concurrency == values["concurrency"])
     for _ in range(2):
         try:
             with engine.begin() as conn:

@@ -41,8 +41,9 @@ def parse_metrics(text: str, at: float | None = None) -> EngineSample:
                 per_pos[pos] = per_pos.get(pos, 0.0) + s.value
             elif s.name in KEPT:
                 values[s.name] = values.get(s.name, 0.0) + s.value
-    return EngineSample(time=time.perf_counter() if at is None else at, values=values,
-                        accepted_per_pos=per_pos)
+    return EngineSample(
+        time=time.perf_counter() if at is None else at, values=values, accepted_per_pos=per_pos
+    )
 
 
 def read_version(base_url: str, api_key: str | None = None, timeout: float = 5.0) -> str | None:

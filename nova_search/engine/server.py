@@ -29,12 +29,18 @@ from nova_search.errors import EngineError, TrialFailure
 #: log patterns -> classified reason, first match wins. A new, understood failure joins this table
 #: (and, if it is a configuration rule, the compatibility table in space.py).
 FAILURE_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("oom", r"out of memory|OutOfMemoryError|less than desired (?:CPU|GPU) memory utilization"
-            r"|No available memory for the cache blocks|Insufficient memory|not enough KV cache"
-            r"|Cannot allocate memory"),
-    ("unsupported", r"invalid choice|not supported|is not supported|requires .* (?:AVX|AMX|Arctic)"
-                    r"|is required for|NotImplementedError|is smaller than max_model_len"
-                    r"|ValueError|unrecognized arguments|No module named"),
+    (
+        "oom",
+        r"out of memory|OutOfMemoryError|less than desired (?:CPU|GPU) memory utilization"
+        r"|No available memory for the cache blocks|Insufficient memory|not enough KV cache"
+        r"|Cannot allocate memory",
+    ),
+    (
+        "unsupported",
+        r"invalid choice|not supported|is not supported|requires .* (?:AVX|AMX|Arctic)"
+        r"|is required for|NotImplementedError|is smaller than max_model_len"
+        r"|ValueError|unrecognized arguments|No module named",
+    ),
 )
 
 

@@ -53,8 +53,9 @@ async def _closed_loop(
     return records
 
 
-async def _poll(client: httpx.AsyncClient, url: str, interval: float, out: list[EngineSample],
-                stop: asyncio.Event) -> None:
+async def _poll(
+    client: httpx.AsyncClient, url: str, interval: float, out: list[EngineSample], stop: asyncio.Event
+) -> None:
     while True:
         await _sample(client, url, out)
         try:
@@ -74,7 +75,9 @@ async def _sample(client: httpx.AsyncClient, url: str, out: list[EngineSample]) 
 
 
 async def run_level_async(target: Target, plan: LevelPlan) -> LevelRun:
-    limits = httpx.Limits(max_connections=plan.concurrency + 4, max_keepalive_connections=plan.concurrency + 4)
+    limits = httpx.Limits(
+        max_connections=plan.concurrency + 4, max_keepalive_connections=plan.concurrency + 4
+    )
     timeout = httpx.Timeout(plan.request_timeout_s, connect=10.0)
     async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
         if plan.warmup:

@@ -51,12 +51,19 @@ def _admin() -> psycopg.Connection:
     u = make_url(PG_URL)
     try:
         return psycopg.connect(
-            host=u.host or "127.0.0.1", port=u.port or 5432, user=u.username,
-            password=u.password, dbname="postgres", autocommit=True, connect_timeout=10,
+            host=u.host or "127.0.0.1",
+            port=u.port or 5432,
+            user=u.username,
+            password=u.password,
+            dbname="postgres",
+            autocommit=True,
+            connect_timeout=10,
         )
     except psycopg.OperationalError as e:
-        pytest.fail(f"PostgreSQL at {mask_url(PG_URL)} is unreachable ({type(e).__name__}); "
-                    "these tests need it (set NOVA_TEST_PG)")
+        pytest.fail(
+            f"PostgreSQL at {mask_url(PG_URL)} is unreachable ({type(e).__name__}); "
+            "these tests need it (set NOVA_TEST_PG)"
+        )
 
 
 @pytest.fixture
@@ -70,32 +77,48 @@ def pg_url() -> Iterator[str]:
         with _admin() as conn:
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = %s AND pid <> pg_backend_pid()", (name,),
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
             )
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 # --- helpers ---
 
 
-def level(concurrency: int = 64, *, ttft_p99: float | None = 300.0,
-          throughput: float = 1000.0) -> LevelResult:
+def level(
+    concurrency: int = 64, *, ttft_p99: float | None = 300.0, throughput: float = 1000.0
+) -> LevelResult:
     return LevelResult(
-        concurrency=concurrency, requests=100, completed=99, errors=1, error_rate=0.01,
-        duration_s=30.0, input_tokens=12_000, output_tokens=30_000,
-        output_throughput=throughput, total_token_throughput=throughput * 1.4,
-        request_throughput=3.3, ttft_p99_ms=ttft_p99, tpot_p99_ms=25.0,
-        spec_accepted_per_pos=[0.9, 0.7], first_errors=["HTTP 500"],
+        concurrency=concurrency,
+        requests=100,
+        completed=99,
+        errors=1,
+        error_rate=0.01,
+        duration_s=30.0,
+        input_tokens=12_000,
+        output_tokens=30_000,
+        output_throughput=throughput,
+        total_token_throughput=throughput * 1.4,
+        request_throughput=3.3,
+        ttft_p99_ms=ttft_p99,
+        tpot_p99_ms=25.0,
+        spec_accepted_per_pos=[0.9, 0.7],
+        first_errors=["HTTP 500"],
     )
 
 
-def record(store: LevelStore, trial_id: int, lv: LevelResult, *, study: str = "s",
-           number: int = 0) -> None:
+def record(store: LevelStore, trial_id: int, lv: LevelResult, *, study: str = "s", number: int = 0) -> None:
     store.record(
-        trial_id=trial_id, study_name=study, trial_number=number, level=lv,
+        trial_id=trial_id,
+        study_name=study,
+        trial_number=number,
+        level=lv,
         engine_metrics={"vllm:num_requests_running": 3.0, "vllm:kv_cache_usage_perc": 0.5},
-        worker_host="node-1", gpu_ids="0,1", gpu_name="NVIDIA H200", engine_version="0.11.0",
+        worker_host="node-1",
+        gpu_ids="0,1",
+        gpu_name="NVIDIA H200",
+        engine_version="0.11.0",
         argv=["vllm", "serve", "m", "--max-num-seqs", "64"],
     )
 
@@ -246,8 +269,7 @@ def test_models_and_migration_agree(pg_url: str) -> None:
         assert compare_metadata(filtered, Base.metadata) == []
         # without the filter autogenerate would want to drop Optuna's tables: the filter matters
         unfiltered = compare_metadata(MigrationContext.configure(conn, opts=opts), Base.metadata)
-        assert ("remove_table", "trials") in {(d[0], d[1].name) for d in unfiltered
-                                              if isinstance(d, tuple)}
+        assert ("remove_table", "trials") in {(d[0], d[1].name) for d in unfiltered if isinstance(d, tuple)}
     engine.dispose()
     alembic.command.check(alembic_config(pg_url))
 
@@ -276,8 +298,9 @@ def test_record_is_an_idempotent_upsert(pg_url: str) -> None:
 def test_concurrent_writes_of_one_level_leave_one_row(pg_url: str) -> None:
     upgrade(pg_url)
     with LevelStore(pg_url) as store:
-        threads = [threading.Thread(target=record, args=(store, 5, level(throughput=float(i))))
-                   for i in range(8)]
+        threads = [
+            threading.Thread(target=record, args=(store, 5, level(throughput=float(i)))) for i in range(8)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -287,8 +310,11 @@ def test_concurrent_writes_of_one_level_leave_one_row(pg_url: str) -> None:
 
 def test_check_ready_names_the_fix_when_tables_are_missing(pg_url: str) -> None:
     with LevelStore(pg_url) as store:
-        with pytest.raises(StorageError, match=r"nova's tables are missing in postgresql\+psycopg://"
-                           ".*run `nova-search db upgrade --storage URL`"):
+        with pytest.raises(
+            StorageError,
+            match=r"nova's tables are missing in postgresql\+psycopg://"
+            ".*run `nova-search db upgrade --storage URL`",
+        ):
             store.check_ready()
         with pytest.raises(StorageError, match="missing"):
             record(store, 1, level())
@@ -355,9 +381,12 @@ def test_best_configuration_at_concurrency_64_under_500ms_ttft_p99(pg_url: str) 
 
     engine = create_engine(pg_url)
     with engine.connect() as conn:
+
         def best(limit: float, concurrency: int = 64) -> object:
-            return conn.execute(text(BEST_AT_CONCURRENCY_SQL), {
-                "study": "s", "concurrency": concurrency, "ttft_p99_ms": limit}).first()
+            return conn.execute(
+                text(BEST_AT_CONCURRENCY_SQL),
+                {"study": "s", "concurrency": concurrency, "ttft_p99_ms": limit},
+            ).first()
 
         row = best(500.0)
         assert row is not None

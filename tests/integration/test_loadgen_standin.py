@@ -45,8 +45,9 @@ def standin() -> Iterator[Callable[..., StandinServer]]:
 
 
 def prompt(output_len: int, input_len: int = 16, seed: int = 0) -> Prompt:
-    return Prompt(token_ids=tuple(3 + (seed * 31 + i) % 1000 for i in range(input_len)),
-                  output_len=output_len)
+    return Prompt(
+        token_ids=tuple(3 + (seed * 31 + i) % 1000 for i in range(input_len)), output_len=output_len
+    )
 
 
 def prompts(n: int, output_len: int) -> tuple[Prompt, ...]:
@@ -82,8 +83,9 @@ def n_chunks(max_tokens: int, k: int) -> int:
 def test_token_counts_are_exact(standin, k: int, running_usage: bool) -> None:
     srv = standin(tokens_per_chunk=k, running_usage=running_usage)
     lens = (1, 2, 3, 7, 10, 64)
-    run = run_level(target(srv), LevelPlan(concurrency=1, warmup=(),
-                                           prompts=tuple(prompt(n, seed=n) for n in lens)))
+    run = run_level(
+        target(srv), LevelPlan(concurrency=1, warmup=(), prompts=tuple(prompt(n, seed=n) for n in lens))
+    )
     assert [r.success for r in run.records] == [True] * len(lens), [r.error for r in run.records]
     for r, n in zip(run.records, lens, strict=True):
         assert r.output_tokens == n
@@ -140,8 +142,9 @@ def test_wrong_api_key_is_a_failed_record(standin) -> None:
         assert r.error.startswith("HTTP 401")
         assert r.output_tokens == 0 and r.chunk_times == ()
     assert send_one(target(srv), prompt(4)).success
-    run = run_level(Target(srv.base_url, srv.model, "wrong"),
-                    LevelPlan(concurrency=2, warmup=(), prompts=prompts(4, 4)))
+    run = run_level(
+        Target(srv.base_url, srv.model, "wrong"), LevelPlan(concurrency=2, warmup=(), prompts=prompts(4, 4))
+    )
     res = summarize(run)
     assert (res.requests, res.errors, res.error_rate) == (4, 4, 1.0)
     assert res.first_errors[0].startswith("HTTP 401")
@@ -228,8 +231,13 @@ def test_duration_mode_stops_sending(standin) -> None:
 def test_engine_metrics_are_sampled_during_the_window(standin) -> None:
     k, n, concurrency, requests = 3, 21, 4, 12  # 7 chunks of 3 tokens: 2 of 3 drafted accepted
     srv = standin(tokens_per_chunk=k, ttft_s=0.02, itl_s=0.01)
-    plan = LevelPlan(concurrency=concurrency, warmup=prompts(4, 9), prompts=prompts(requests, n),
-                     metrics_url=f"{srv.base_url}/metrics", metrics_interval_s=0.05)
+    plan = LevelPlan(
+        concurrency=concurrency,
+        warmup=prompts(4, 9),
+        prompts=prompts(requests, n),
+        metrics_url=f"{srv.base_url}/metrics",
+        metrics_interval_s=0.05,
+    )
     run = run_level(target(srv), plan)
     samples = run.engine_samples
     assert len(samples) >= 2
@@ -271,7 +279,9 @@ def test_standin_surface(standin) -> None:
 def test_standin_runs_as_a_module() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.support.standin", "--port", "0", "--tokens-per-chunk", "2"],
-        cwd=REPO, stdout=subprocess.PIPE, text=True,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None

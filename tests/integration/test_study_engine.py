@@ -37,18 +37,40 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
         "enable_prefix_caching": True,
         "enable_chunked_prefill": True,
     }
-    study.enqueue_trial({**base, "max_num_batched_tokens": 1024, "spec_method": "ngram",
-                         "num_speculative_tokens": 3, "prompt_lookup_max": 3})
-    study.enqueue_trial({**base, "max_num_batched_tokens": 1024, "spec_method": "suffix",
-                         "num_speculative_tokens": 3})
-    study.enqueue_trial({**base, "enable_chunked_prefill": False, "max_num_batched_tokens": 512,
-                         "spec_method": "none"})
+    study.enqueue_trial(
+        {
+            **base,
+            "max_num_batched_tokens": 1024,
+            "spec_method": "ngram",
+            "num_speculative_tokens": 3,
+            "prompt_lookup_max": 3,
+        }
+    )
+    study.enqueue_trial(
+        {**base, "max_num_batched_tokens": 1024, "spec_method": "suffix", "num_speculative_tokens": 3}
+    )
+    study.enqueue_trial(
+        {**base, "enable_chunked_prefill": False, "max_num_batched_tokens": 512, "spec_method": "none"}
+    )
 
     env = {**os.environ, "NOVA_ENGINE_PYTHON": engine_python}
     proc = subprocess.run(
-        [sys.executable, "-m", "nova_search", "worker", "e2e", "--storage", url,
-         "--artifacts-dir", str(tmp_path / "artifacts")],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "nova_search",
+            "worker",
+            "e2e",
+            "--storage",
+            url,
+            "--artifacts-dir",
+            str(tmp_path / "artifacts"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
@@ -66,8 +88,12 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     argv = ngram.user_attrs[A_ARGV]
     assert argv[:3] == [engine_python, "-m", "vllm.entrypoints.openai.api_server"]
     spec_json = json.loads(argv[argv.index("--speculative-config") + 1])
-    assert spec_json == {"method": "ngram", "num_speculative_tokens": 3,
-                         "prompt_lookup_min": 2, "prompt_lookup_max": 3}
+    assert spec_json == {
+        "method": "ngram",
+        "num_speculative_tokens": 3,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 3,
+    }
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert not any("api-key" in a for a in argv)
     assert ngram.user_attrs[A_ENGINE_VERSION] == "0.32.0"
@@ -81,9 +107,7 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     best_tput = max(lv["output_throughput"] for lv in levels)
     assert ngram.values[0] == pytest.approx(best_tput)
     assert ngram.values[1] == pytest.approx(levels[1]["ttft_p99_ms"])
-    assert ngram.constraints == {
-        "ttft_p99_ms<=60000@2": pytest.approx(levels[1]["ttft_p99_ms"] - 60000)
-    }
+    assert ngram.constraints == {"ttft_p99_ms<=60000@2": pytest.approx(levels[1]["ttft_p99_ms"] - 60000)}
     assert ngram.user_attrs[A_TIMING]["boot_s"] > 1
 
     # suffix decoding cannot boot here: classified, with the engine's own words in the log tail

@@ -22,9 +22,22 @@ pytestmark = pytest.mark.slow
 def _start_worker(engine_python: str, url: str, tmp_path) -> subprocess.Popen:
     env = {**os.environ, "NOVA_ENGINE_PYTHON": engine_python}
     return subprocess.Popen(
-        [sys.executable, "-m", "nova_search", "worker", "t", "--storage", url,
-         "--artifacts-dir", str(tmp_path / "artifacts")],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "nova_search",
+            "worker",
+            "t",
+            "--storage",
+            url,
+            "--artifacts-dir",
+            str(tmp_path / "artifacts"),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 

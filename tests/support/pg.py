@@ -39,9 +39,7 @@ def fresh_database(server_url: str = SHARED) -> Iterator[str]:
         yield f"{base}/{name}"
     finally:
         with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
-            )
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
 
@@ -58,11 +56,14 @@ class OwnServer:
     port: int
 
     def _ctl(self, *args: str) -> None:
-        subprocess.run(_as_postgres(["pg_ctl", "-D", self.data_dir, "-w", "-t", "60", *args]),
-                       check=True, capture_output=True)
+        subprocess.run(
+            _as_postgres(["pg_ctl", "-D", self.data_dir, "-w", "-t", "60", *args]),
+            check=True,
+            capture_output=True,
+        )
 
     def restart(self) -> None:
-        self._ctl("-m", "fast", "restart", "-o", self._opts())
+        self._ctl("-m", "fast", "-l", f"{self.data_dir}/log", "restart", "-o", self._opts())
 
     def stop(self) -> None:
         self._ctl("-m", "immediate", "stop")
@@ -84,8 +85,11 @@ def own_server() -> Iterator[OwnServer]:
     data_dir = tempfile.mkdtemp(prefix="nova-pg-")
     if os.geteuid() == 0:
         shutil.chown(data_dir, "postgres", "postgres")
-    subprocess.run(_as_postgres(["initdb", "-D", data_dir, "-A", "trust", "-U", "postgres"]),
-                   check=True, capture_output=True)
+    subprocess.run(
+        _as_postgres(["initdb", "-D", data_dir, "-A", "trust", "-U", "postgres"]),
+        check=True,
+        capture_output=True,
+    )
     port = _free_port()
     server = OwnServer(f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", data_dir, port)
     server.start()

@@ -322,22 +322,26 @@ class StandinApp:
             for pos in range(n - 1):
                 e.accepted_per_pos[pos] = e.accepted_per_pos.get(pos, 0) + 1
 
-    async def _stream(self, writer: asyncio.StreamWriter, body: dict[str, object], n_prompt: int,
-                      max_tokens: int, drop: bool, held: list[int]) -> bool:
+    async def _stream(
+        self,
+        writer: asyncio.StreamWriter,
+        body: dict[str, object],
+        n_prompt: int,
+        max_tokens: int,
+        drop: bool,
+        held: list[int],
+    ) -> bool:
         opts = self.options
         stream_options = body.get("stream_options") or {}
         assert isinstance(stream_options, dict)
         include_usage = bool(stream_options.get("include_usage"))
-        running = include_usage and opts.running_usage and bool(
-            stream_options.get("continuous_usage_stats")
-        )
+        running = include_usage and opts.running_usage and bool(stream_options.get("continuous_usage_stats"))
         head = _head(200, "text/event-stream; charset=utf-8", None, keep_alive=True)
         writer.write(head)
         await writer.drain()
         rid = f"cmpl-{uuid.uuid4().hex}"
         created = int(time.time())
-        prefix = (f'{{"id":"{rid}","object":"text_completion","created":{created},'
-                  f'"model":{self._model_json},')
+        prefix = f'{{"id":"{rid}","object":"text_completion","created":{created},"model":{self._model_json},'
         await asyncio.sleep(opts.ttft_s)
         for i, (n, done) in enumerate(self._chunks(max_tokens)):
             if i:
@@ -348,10 +352,12 @@ class StandinApp:
             text = json.dumps("".join(WORDS[(done - n + j) % len(WORDS)] for j in range(n)))
             finish = '"length"' if done == max_tokens else "null"
             usage = f',"usage":{_usage(n_prompt, done)}' if running else ""
-            writer.write(_sse(
-                f'{prefix}"choices":[{{"index":0,"text":{text},"logprobs":null,'
-                f'"finish_reason":{finish},"stop_reason":null}}]{usage}}}'
-            ))
+            writer.write(
+                _sse(
+                    f'{prefix}"choices":[{{"index":0,"text":{text},"logprobs":null,'
+                    f'"finish_reason":{finish},"stop_reason":null}}]{usage}}}'
+                )
+            )
             self._account(n)
             held[0] += n
             await writer.drain()
@@ -361,8 +367,15 @@ class StandinApp:
         await writer.drain()
         return True
 
-    async def _whole(self, writer: asyncio.StreamWriter, n_prompt: int, max_tokens: int, drop: bool,
-                     keep: bool, held: list[int]) -> bool:
+    async def _whole(
+        self,
+        writer: asyncio.StreamWriter,
+        n_prompt: int,
+        max_tokens: int,
+        drop: bool,
+        keep: bool,
+        held: list[int],
+    ) -> bool:
         opts = self.options
         texts: list[str] = []
         await asyncio.sleep(opts.ttft_s)
@@ -376,13 +389,26 @@ class StandinApp:
             writer.write(_head(200, "application/json", 1_000_000, keep_alive=True))
             await writer.drain()
             return False
-        choice = {"index": 0, "text": "".join(texts), "logprobs": None, "finish_reason": "length",
-                  "stop_reason": None}
-        _write_json(writer, 200, {
-            "id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
-            "model": opts.model, "choices": [choice],
-            "usage": json.loads(_usage(n_prompt, max_tokens)),
-        }, keep)
+        choice = {
+            "index": 0,
+            "text": "".join(texts),
+            "logprobs": None,
+            "finish_reason": "length",
+            "stop_reason": None,
+        }
+        _write_json(
+            writer,
+            200,
+            {
+                "id": f"cmpl-{uuid.uuid4().hex}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": opts.model,
+                "choices": [choice],
+                "usage": json.loads(_usage(n_prompt, max_tokens)),
+            },
+            keep,
+        )
         await writer.drain()
         return True
 
@@ -394,16 +420,14 @@ class StandinApp:
             st, e = self._stats, self._engine
             kv = min(1.0, e.kv_tokens / max(self.options.kv_capacity_tokens, 1))
             gauges = [
-                ("vllm:num_requests_running", "Number of requests in model execution batches.",
-                 st.in_flight),
+                ("vllm:num_requests_running", "Number of requests in model execution batches.", st.in_flight),
                 ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", 0),
                 ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv),
             ]
             counters = [
                 ("vllm:num_preemptions", "Cumulative number of preemptions.", 0),
                 ("vllm:prompt_tokens", "Number of prefill tokens processed.", e.prompt_tokens),
-                ("vllm:generation_tokens", "Number of generation tokens processed.",
-                 e.generation_tokens),
+                ("vllm:generation_tokens", "Number of generation tokens processed.", e.generation_tokens),
                 ("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", e.prefix_queries),
                 ("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", 0),
                 ("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", e.drafts),
@@ -413,14 +437,15 @@ class StandinApp:
             per_pos = sorted(e.accepted_per_pos.items())
         out: list[str] = []
         for name, help_, value in gauges:
-            out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge",
-                    f"{name}{{{labels}}} {float(value)}"]
+            out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge", f"{name}{{{labels}}} {float(value)}"]
         for name, help_, value in counters:
-            out += [f"# HELP {name}_total {help_}", f"# TYPE {name}_total counter",
-                    f"{name}_total{{{labels}}} {float(value)}"]
+            out += [
+                f"# HELP {name}_total {help_}",
+                f"# TYPE {name}_total counter",
+                f"{name}_total{{{labels}}} {float(value)}",
+            ]
         name = "vllm:spec_decode_num_accepted_tokens_per_pos"
-        out += [f"# HELP {name}_total Accepted tokens per draft position.",
-                f"# TYPE {name}_total counter"]
+        out += [f"# HELP {name}_total Accepted tokens per draft position.", f"# TYPE {name}_total counter"]
         out += [f'{name}_total{{{labels},position="{p}"}} {float(v)}' for p, v in per_pos]
         return "\n".join(out) + "\n"
 
@@ -454,8 +479,11 @@ async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
 
 
 def _head(status: int, ctype: str, length: int | None, keep_alive: bool) -> bytes:
-    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}", f"content-type: {ctype}",
-             "server: nova-standin"]
+    lines = [
+        f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}",
+        f"content-type: {ctype}",
+        "server: nova-standin",
+    ]
     lines.append("transfer-encoding: chunked" if length is None else f"content-length: {length}")
     if not keep_alive:
         lines.append("connection: close")
@@ -477,8 +505,9 @@ def _sse(data: str) -> bytes:
 
 
 def _usage(prompt: int, completion: int) -> str:
-    return (f'{{"prompt_tokens":{prompt},"total_tokens":{prompt + completion},'
-            f'"completion_tokens":{completion}}}')
+    return (
+        f'{{"prompt_tokens":{prompt},"total_tokens":{prompt + completion},"completion_tokens":{completion}}}'
+    )
 
 
 def _error(message: str, type_: str, code: int) -> dict[str, object]:
@@ -491,8 +520,7 @@ def _error(message: str, type_: str, code: int) -> dict[str, object]:
 class StandinServer:
     """The stand-in on its own event loop in a daemon thread."""
 
-    def __init__(self, options: StandinOptions | None = None, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+    def __init__(self, options: StandinOptions | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
         self.options = options or StandinOptions()
         self.app = StandinApp(self.options)
         self.host = host

@@ -37,9 +37,7 @@ def test_empty_config_gives_no_flags() -> None:
 
 def test_values_are_stringified() -> None:
     args = config_args(
-        EngineConfig(
-            kv_cache_dtype="fp8", gpu_memory_utilization=0.85, max_num_seqs=64, max_model_len=4096
-        )
+        EngineConfig(kv_cache_dtype="fp8", gpu_memory_utilization=0.85, max_num_seqs=64, max_model_len=4096)
     )
     assert args == [
         "--kv-cache-dtype",
@@ -164,9 +162,7 @@ def test_dynamic_schedule_is_lists() -> None:
 
 
 def test_engine_config_as_dict_embeds_speculative_json() -> None:
-    c = EngineConfig(
-        max_num_seqs=4, speculative=SpeculativeConfig(method="mtp", num_speculative_tokens=1)
-    )
+    c = EngineConfig(max_num_seqs=4, speculative=SpeculativeConfig(method="mtp", num_speculative_tokens=1))
     d = c.as_dict()
     assert d["max_num_seqs"] == 4
     assert d["speculative"] == {"method": "mtp", "num_speculative_tokens": 1}
@@ -221,9 +217,7 @@ def full_config() -> EngineConfig:
     return EngineConfig(
         max_num_seqs=16,
         enable_prefix_caching=False,
-        speculative=SpeculativeConfig(
-            method="ngram", num_speculative_tokens=3, prompt_lookup_max=4
-        ),
+        speculative=SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4),
     )
 
 

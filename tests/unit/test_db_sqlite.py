@@ -36,22 +36,39 @@ REPO = Path(__file__).resolve().parents[2]
 NOVA_TABLES = {"nova_level_result", VERSION_TABLE}
 
 
-def level(concurrency: int = 64, *, ttft_p99: float | None = 300.0, throughput: float = 1000.0,
-          **extra: object) -> LevelResult:
+def level(
+    concurrency: int = 64, *, ttft_p99: float | None = 300.0, throughput: float = 1000.0, **extra: object
+) -> LevelResult:
     return LevelResult(
-        concurrency=concurrency, requests=100, completed=99, errors=1, error_rate=0.01,
-        duration_s=30.0, input_tokens=12_000, output_tokens=30_000,
-        output_throughput=throughput, total_token_throughput=throughput * 1.4,
-        request_throughput=3.3, ttft_p99_ms=ttft_p99, tpot_p99_ms=25.0, **extra,  # type: ignore[arg-type]
+        concurrency=concurrency,
+        requests=100,
+        completed=99,
+        errors=1,
+        error_rate=0.01,
+        duration_s=30.0,
+        input_tokens=12_000,
+        output_tokens=30_000,
+        output_throughput=throughput,
+        total_token_throughput=throughput * 1.4,
+        request_throughput=3.3,
+        ttft_p99_ms=ttft_p99,
+        tpot_p99_ms=25.0,
+        **extra,  # type: ignore[arg-type]
     )
 
 
-def record(store: LevelStore, trial_id: int, lv: LevelResult, *, study: str = "s",
-           number: int = 0) -> None:
+def record(store: LevelStore, trial_id: int, lv: LevelResult, *, study: str = "s", number: int = 0) -> None:
     store.record(
-        trial_id=trial_id, study_name=study, trial_number=number, level=lv,
-        engine_metrics={"vllm:num_requests_running": 3.0}, worker_host="node-1", gpu_ids="0,1",
-        gpu_name="NVIDIA H200", engine_version="0.11.0", argv=["vllm", "serve", "m"],
+        trial_id=trial_id,
+        study_name=study,
+        trial_number=number,
+        level=lv,
+        engine_metrics={"vllm:num_requests_running": 3.0},
+        worker_host="node-1",
+        gpu_ids="0,1",
+        gpu_name="NVIDIA H200",
+        engine_version="0.11.0",
+        argv=["vllm", "serve", "m"],
     )
 
 
@@ -117,9 +134,14 @@ def test_models_and_migration_agree(url: str) -> None:
     upgrade(url)
     engine = create_engine(url)
     with engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={
-            "include_object": include_object, "compare_type": True, "version_table": VERSION_TABLE,
-        })
+        ctx = MigrationContext.configure(
+            conn,
+            opts={
+                "include_object": include_object,
+                "compare_type": True,
+                "version_table": VERSION_TABLE,
+            },
+        )
         assert compare_metadata(ctx, Base.metadata) == []
     engine.dispose()
     alembic.command.check(alembic_config(url))  # raises when autogenerate would emit anything
@@ -149,9 +171,16 @@ def test_gpu_ids_sequence_and_non_finite_engine_metrics(url: str) -> None:
     upgrade(url)
     with LevelStore(url) as store:
         store.record(
-            trial_id=1, study_name="s", trial_number=0, level=level(), worker_host="h",
-            engine_metrics={"a": math.inf, "b": 2.0}, gpu_ids=(0, 3), gpu_name=None,
-            engine_version=None, argv=("x",),
+            trial_id=1,
+            study_name="s",
+            trial_number=0,
+            level=level(),
+            worker_host="h",
+            engine_metrics={"a": math.inf, "b": 2.0},
+            gpu_ids=(0, 3),
+            gpu_name=None,
+            engine_version=None,
+            argv=("x",),
         )
         (row,) = store.rows("s")
     assert row["gpu_ids"] == "0,3" and row["engine_metrics"] == {"a": None, "b": 2.0}
@@ -174,8 +203,10 @@ def test_portable_upsert_for_other_dialects(url: str) -> None:
 
 def test_missing_tables_are_named_with_the_fix(url: str) -> None:
     with LevelStore(url, retry_window_s=30) as store:
-        with pytest.raises(StorageError, match="nova's tables are missing in sqlite:///.*"
-                           "run `nova-search db upgrade --storage URL`"):
+        with pytest.raises(
+            StorageError,
+            match="nova's tables are missing in sqlite:///.*run `nova-search db upgrade --storage URL`",
+        ):
             store.check_ready()
         with pytest.raises(StorageError, match="missing"):  # at once, not after the retry window
             record(store, 1, level())
@@ -224,10 +255,13 @@ def test_best_at_concurrency_sql(url: str) -> None:
         record(store, trials[0]._trial_id, level(32, ttft_p99=10.0, throughput=9000.0), number=0)
     engine = create_engine(url)
     with engine.connect() as conn:
+
         def best(limit: float) -> int | None:
-            row = conn.execute(text(BEST_AT_CONCURRENCY_SQL),
-                               {"study": "s", "concurrency": 64, "ttft_p99_ms": limit}).first()
+            row = conn.execute(
+                text(BEST_AT_CONCURRENCY_SQL), {"study": "s", "concurrency": 64, "ttft_p99_ms": limit}
+            ).first()
             return None if row is None else row.trial_number
+
         assert best(500.0) == 1
         assert best(420.0) == 0
         assert best(50.0) is None
@@ -240,12 +274,22 @@ def test_plain_alembic_cli_with_x_url_and_env(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("NOVA_STORAGE", None)
     alembic_cli = [sys.executable, "-m", "alembic"]
-    subprocess.run([*alembic_cli, "-x", f"url=sqlite:///{db}", "upgrade", "head"],
-                   cwd=REPO, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [*alembic_cli, "-x", f"url=sqlite:///{db}", "upgrade", "head"],
+        cwd=REPO,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     assert current(f"sqlite:///{db}") == "0001"
-    out = subprocess.run([*alembic_cli, "current"], cwd=REPO, check=True, capture_output=True,
-                         text=True, env={**env, "NOVA_STORAGE": f"sqlite:///{db}"})
+    out = subprocess.run(
+        [*alembic_cli, "current"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**env, "NOVA_STORAGE": f"sqlite:///{db}"},
+    )
     assert "0001" in out.stdout
-    no_url = subprocess.run([*alembic_cli, "current"], cwd=REPO, env=env, capture_output=True,
-                            text=True)
+    no_url = subprocess.run([*alembic_cli, "current"], cwd=REPO, env=env, capture_output=True, text=True)
     assert no_url.returncode != 0 and "no database URL" in no_url.stderr

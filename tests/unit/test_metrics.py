@@ -150,9 +150,7 @@ def test_percentiles_match_numpy() -> None:
 
 
 def test_all_failed_gives_undefined_latencies() -> None:
-    res = summarize(
-        run_of(failed(0.0, "HTTP 503"), failed(0.1, "HTTP 503"), failed(0.2, "timeout"))
-    )
+    res = summarize(run_of(failed(0.0, "HTTP 503"), failed(0.1, "HTTP 503"), failed(0.2, "timeout")))
     assert res.completed == 0
     assert res.error_rate == 1.0
     assert res.output_tokens == 0 and res.output_throughput == 0.0

@@ -109,9 +109,7 @@ def test_le_constraint_violated() -> None:
 
 
 def test_ge_constraint() -> None:
-    out = constraint_values(
-        LEVELS, [con("output_throughput >= 100 @4"), con("output_throughput >= 100 @1")]
-    )
+    out = constraint_values(LEVELS, [con("output_throughput >= 100 @4"), con("output_throughput >= 100 @1")])
     assert out["output_throughput>=100@4"] == pytest.approx(100.0 - 180.0)  # feasible
     assert out["output_throughput>=100@1"] == pytest.approx(100.0 - 50.0)  # infeasible
 

@@ -38,9 +38,7 @@ def test_stock_config_tensor_parallel(tiny_raw: dict[str, Any]) -> None:
     tiny_raw["engine"]["tensor_parallel_size"] = 2
     tiny_raw["engine"]["defaults"] = {"kv_cache_dtype": "auto", "enable_prefix_caching": False}
     c = stock_config(parse_spec(tiny_raw))
-    assert c == EngineConfig(
-        kv_cache_dtype="auto", enable_prefix_caching=False, tensor_parallel_size=2
-    )
+    assert c == EngineConfig(kv_cache_dtype="auto", enable_prefix_caching=False, tensor_parallel_size=2)
 
 
 # ---------------------------------------------------------------- FixedTrial sampling
@@ -252,9 +250,7 @@ def test_stepped_and_float_ranges_in_a_real_study(tiny_raw: dict[str, Any]) -> N
 
 
 def test_enqueued_values_are_sampled_exactly(tiny_spec: StudySpec) -> None:
-    study = optuna.create_study(
-        directions=["maximize"], sampler=optuna.samplers.RandomSampler(seed=0)
-    )
+    study = optuna.create_study(directions=["maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
     study.enqueue_trial(
         {**BASE_PARAMS, "spec_method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}
     )
@@ -280,12 +276,7 @@ def test_rule_names_are_unique() -> None:
 
 def test_clean_config_passes() -> None:
     assert reasons(EngineConfig(), Facts()) == []
-    assert (
-        reasons(
-            EngineConfig(kv_cache_dtype="auto", max_num_batched_tokens=256), Facts(device="cpu")
-        )
-        == []
-    )
+    assert reasons(EngineConfig(kv_cache_dtype="auto", max_num_batched_tokens=256), Facts(device="cpu")) == []
 
 
 def test_chunked_prefill_budget_rule() -> None:
@@ -352,9 +343,7 @@ def test_ngram_window_rule() -> None:
     )
     (r,) = reasons(EngineConfig(speculative=bad), Facts())
     assert r.startswith("ngram_window:") and "(5)" in r and "(2)" in r
-    ok = SpeculativeConfig(
-        method="ngram", num_speculative_tokens=3, prompt_lookup_min=3, prompt_lookup_max=3
-    )
+    ok = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=3, prompt_lookup_max=3)
     assert reasons(EngineConfig(speculative=ok), Facts()) == []
     only_max = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_max=1)
     assert reasons(EngineConfig(speculative=only_max), Facts()) == []

@@ -284,9 +284,7 @@ def test_constraint_strings(text: str, expected: tuple[Any, ...]) -> None:
 
 
 def test_constraint_mapping_form_and_name() -> None:
-    c = ConstraintSpec.model_validate(
-        {"metric": "ttft_p99_ms", "op": "<=", "value": 500.0, "at": 4}
-    )
+    c = ConstraintSpec.model_validate({"metric": "ttft_p99_ms", "op": "<=", "value": 500.0, "at": 4})
     assert c.name == "ttft_p99_ms<=500@4"
     assert ConstraintSpec.model_validate("tpot_p99_ms <= 25.5").name == "tpot_p99_ms<=25.5@every"
 
@@ -322,9 +320,7 @@ def test_metric_names_are_numeric_fields_only() -> None:
     assert "concurrency" not in METRIC_NAMES
     assert "first_errors" not in METRIC_NAMES
     assert "spec_accepted_per_pos" not in METRIC_NAMES
-    assert {"ttft_p99_ms", "output_throughput", "error_rate", "kv_cache_usage_peak"} <= set(
-        METRIC_NAMES
-    )
+    assert {"ttft_p99_ms", "output_throughput", "error_rate", "kv_cache_usage_peak"} <= set(METRIC_NAMES)
 
 
 # ---------------------------------------------------------------- speculative space
@@ -493,9 +489,7 @@ def test_apply_overrides_empty_value_is_empty_string() -> None:
         ("sweep.concurrency.x=1", "sweep.concurrency is not a mapping"),
     ],
 )
-def test_apply_overrides_non_mapping_intermediate(
-    tiny_raw: dict[str, Any], item: str, where: str
-) -> None:
+def test_apply_overrides_non_mapping_intermediate(tiny_raw: dict[str, Any], item: str, where: str) -> None:
     with pytest.raises(SpecError, match=where):
         apply_overrides(tiny_raw, [item])
 
@@ -527,9 +521,7 @@ def test_load_spec_with_overrides(tmp_path: Path, tiny_raw: dict[str, Any]) -> N
     assert spec.budget.n_trials == 2
 
 
-def test_load_spec_override_error_is_validated_with_path(
-    tmp_path: Path, tiny_raw: dict[str, Any]
-) -> None:
+def test_load_spec_override_error_is_validated_with_path(tmp_path: Path, tiny_raw: dict[str, Any]) -> None:
     p = write(tmp_path, tiny_raw)
     with pytest.raises(SpecError) as ei:
         load_spec(p, ["sweep.concurrency=[1, 8]"])  # the second objective is at 4
@@ -559,9 +551,7 @@ def test_load_spec_top_level_not_mapping(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- CLI
 
 
-def test_cli_validate_bad_spec_exits_2_naming_the_field(
-    tmp_path: Path, tiny_raw: dict[str, Any]
-) -> None:
+def test_cli_validate_bad_spec_exits_2_naming_the_field(tmp_path: Path, tiny_raw: dict[str, Any]) -> None:
     tiny_raw["space"]["foo"] = 1
     p = write(tmp_path, tiny_raw)
     result = CliRunner().invoke(app, ["validate", str(p)])
@@ -573,9 +563,7 @@ def test_cli_validate_bad_spec_exits_2_naming_the_field(
 
 def test_cli_validate_bad_override_exits_2(tmp_path: Path, tiny_raw: dict[str, Any]) -> None:
     p = write(tmp_path, tiny_raw)
-    result = CliRunner().invoke(
-        app, ["validate", str(p), "--set", "space.max_num_seqs={low: 9, high: 2}"]
-    )
+    result = CliRunner().invoke(app, ["validate", str(p), "--set", "space.max_num_seqs={low: 9, high: 2}"])
     assert result.exit_code == 2
     assert "space.max_num_seqs" in result.output
 

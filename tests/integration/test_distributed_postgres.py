@@ -1,0 +1,176 @@
+"""Many workers, one study, on a real PostgreSQL. The engine is the fast stand-in
+(tests/support/fake_engine.py), launched by nova-search exactly as it launches vLLM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from nova_search import study as nova_study
+from nova_search.db import LevelStore
+from nova_search.spec import parse_spec
+from tests.conftest import REPO
+from tests.support.pg import fresh_database, own_server
+
+pytestmark = pytest.mark.postgres
+
+FAKE = "tests.support.fake_engine"
+
+
+def fake_spec(n_trials: int, **changes: object):
+    raw = {
+        "name": "dist",
+        "model": {"path": "fake-model", "served_name": "fake", "vocab_size": 1000},
+        "engine": {
+            "command": [sys.executable, "-m", FAKE],
+            "device": "cpu",
+            "boot_timeout_s": 30,
+            "stop_timeout_s": 5,
+        },
+        "space": {
+            "max_num_seqs": {"low": 1, "high": 256, "log": True},
+            "enable_prefix_caching": {"choices": [True, False]},
+        },
+        "workload": {"input_len": 16, "output_len": 16},
+        "sweep": {"concurrency": [1, 4], "warmup_requests": 1, "requests": 8},
+        "objectives": [
+            {"metric": "output_throughput", "direction": "maximize"},
+            {"metric": "ttft_p99_ms", "direction": "minimize", "at": 4},
+        ],
+        "budget": {"n_trials": n_trials},
+        "baselines": [],
+    }
+    raw.update(changes)
+    return parse_spec(raw)
+
+
+def fake_engines() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
+    return [
+        ln
+        for ln in out.splitlines()
+        if (FAKE in ln or "time.sleep(3600)" in ln) and not ln.lstrip().startswith("Z")
+    ]
+
+
+def worker(url: str, tmp_path, name: str = "dist", **env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nova_search",
+            "worker",
+            name,
+            "--storage",
+            url,
+            "--artifacts-dir",
+            str(tmp_path / "artifacts"),
+        ],
+        cwd=REPO,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_four_workers_run_exactly_the_budget(tmp_path):
+    with fresh_database() as url:
+        nova_study.create(fake_spec(12), url, "dist")
+        procs = [worker(url, tmp_path) for _ in range(4)]
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0, 0], "\n".join(o[-1500:] for o in outs)
+        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        assert len(trials) == 12
+        assert sorted(t.number for t in trials) == list(range(12))
+        assert all(t.state == TrialState.COMPLETE for t in trials), [t.state for t in trials]
+        with LevelStore(url) as store:
+            rows = store.rows("dist")
+        assert len(rows) == 24  # one row per (trial, level), no duplicates
+        assert {(r["trial_number"], r["concurrency"]) for r in rows} == {
+            (n, c) for n in range(12) for c in (1, 4)
+        }
+        assert {r["worker_host"] for r in rows}
+    assert fake_engines() == []
+
+
+def test_killed_worker_trial_fails_over_and_is_retried(tmp_path):
+    hb = {"NOVA_HEARTBEAT_INTERVAL": "1", "NOVA_GRACE_PERIOD": "3"}
+    with fresh_database() as url:
+        nova_study.create(fake_spec(2), url, "dist")
+        victim = worker(url, tmp_path, FAKE_ENGINE_CHILD="1", FAKE_ENGINE_ITL_S="0.05", **hb)
+        try:
+            wait_until(lambda: len(fake_engines()) >= 2, 60, "the trial's engine and its child")
+            time.sleep(1.0)
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.wait(timeout=10)
+        finally:
+            if victim.poll() is None:
+                victim.kill()
+        # the guard process tears the whole engine group down, the child included
+        wait_until(lambda: fake_engines() == [], 30, "no orphaned engine processes")
+        (stale,) = optuna.load_study(study_name="dist", storage=url).get_trials()
+        assert stale.state == TrialState.RUNNING
+        time.sleep(4)  # past the grace period
+        survivor = worker(url, tmp_path, **hb)
+        out = survivor.communicate(timeout=120)[0]
+        assert survivor.returncode == 0, out[-2000:]
+        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        states = [t.state for t in trials]
+        assert states.count(TrialState.FAIL) == 1 and states.count(TrialState.COMPLETE) == 2, states
+        retry = next(t for t in trials if t.system_attrs.get("failed_trial") is not None)
+        assert retry.system_attrs["failed_trial"] == stale.number
+        assert retry.state == TrialState.COMPLETE
+        assert retry.params == stale.params  # the same configuration, run again
+        assert nova_study.count_toward_budget(trials) == 2
+    assert fake_engines() == []
+
+
+def test_postgres_restart_mid_study_loses_nothing(tmp_path):
+    with own_server() as pg:
+        nova_study.create(fake_spec(6), pg.url, "dist")
+        proc = worker(pg.url, tmp_path, FAKE_ENGINE_ITL_S="0.01")
+        try:
+
+            def completed() -> list[optuna.trial.FrozenTrial]:
+                try:
+                    return optuna.load_study(study_name="dist", storage=pg.url).get_trials(
+                        states=(TrialState.COMPLETE,)
+                    )
+                except Exception:  # noqa: BLE001 - the database may be restarting
+                    return []
+
+            wait_until(lambda: len(completed()) >= 2, 120, "two completed trials")
+            before = {t.number: t.values for t in completed()}
+            pg.restart()
+            out = proc.communicate(timeout=240)[0]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, out[-3000:]
+        trials = optuna.load_study(study_name="dist", storage=pg.url).get_trials()
+        after = {t.number: t.values for t in trials if t.state == TrialState.COMPLETE}
+        for number, values in before.items():
+            assert after[number] == values  # nothing completed before the restart was lost
+        assert nova_study.count_toward_budget(trials) == 6
+        assert len(after) >= 5, [(t.number, t.state, t.user_attrs.get("nova:message")) for t in trials]
+        with LevelStore(pg.url) as store:
+            rows = store.rows("dist")
+        assert {r["trial_number"] for r in rows} >= set(after)
+    assert fake_engines() == []
