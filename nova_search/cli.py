@@ -226,6 +226,69 @@ def db_downgrade(
 
 
 @app.command()
+def bench(
+    url: Annotated[str, typer.Option("--url", help="Base URL of a running OpenAI-compatible server.")],
+    concurrency: Annotated[str, typer.Option("--concurrency", help="Levels, e.g. 1,8,32.")],
+    api_key: Annotated[str | None, typer.Option("--api-key", envvar="NOVA_BENCH_API_KEY")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Served model name (default: /v1/models).")
+    ] = None,
+    input_len: Annotated[int, typer.Option("--input-len", min=1)] = 128,
+    output_len: Annotated[int, typer.Option("--output-len", min=1)] = 64,
+    num_requests: Annotated[int | None, typer.Option("--num-requests", min=1)] = None,
+    duration: Annotated[float | None, typer.Option("--duration", min=0.1, help="Seconds per level.")] = None,
+    warmup: Annotated[int, typer.Option("--warmup", min=0, help="Warmup requests per level.")] = 4,
+    vocab_size: Annotated[
+        int, typer.Option("--vocab-size", min=11, help="Prompt token ids are drawn below this.")
+    ] = 1000,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    cpus: Annotated[
+        str | None, typer.Option("--cpus", help="Pin the load generator to these cores, e.g. 1.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
+) -> None:
+    """Measure an already-running server with nova's load generator and print the profile per level."""
+    import json
+
+    from nova_search.bench import BenchPlan, run_bench
+    from nova_search.spec import WorkloadSpec
+
+    levels = _guard(lambda: _parse_levels(concurrency))
+    if (num_requests is None) == (duration is None):
+        _fail(SpecError("give exactly one of --num-requests or --duration"))
+    plan = BenchPlan(
+        url=url,
+        concurrency=levels,
+        api_key=api_key,
+        model=model,
+        num_requests=num_requests,
+        duration_s=duration,
+        warmup_requests=warmup,
+        vocab_size=vocab_size,
+        workload=WorkloadSpec(input_len=input_len, output_len=output_len, seed=seed),
+    )
+    results = _guard(lambda: run_bench(plan))
+    if as_json:
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+        return
+    from nova_search.progress import profile_table
+
+    console.print(profile_table(results, title=f"nova-search bench {url}"))
+
+
+def _parse_levels(text: str) -> tuple[int, ...]:
+    try:
+        levels = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SpecError(
+            f"--concurrency {text!r}: give positive integers separated by commas, e.g. 1,8,32"
+        ) from None
+    if not levels or any(c <= 0 for c in levels):
+        raise SpecError(f"--concurrency {text!r}: give positive integers separated by commas, e.g. 1,8,32")
+    return levels
+
+
+@app.command()
 def validate(
     spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml")],
     set_: SetOpt = None,

@@ -5,20 +5,58 @@
 - ITL: the gap before each chunk divided by the tokens that chunk carried, one sample per token.
 - Output throughput: output tokens of the requests measured in the window / window length, where the
   window runs from the first measured send to the last measured completion (warmup excluded).
+- p99.9 (``*_p999_ms``): only from 1000 samples up (``P999_MIN_SAMPLES``); None below, where it
+  would be little more than the maximum.
+- Goodput: requests that succeeded and met every per-request SLO (``RequestSLO``) / window length;
+  ``goodput_rate`` is their share of the measured requests (failures count as misses). Without SLOs
+  every successful request counts, so goodput equals ``request_throughput``.
 - Engine figures come from /metrics samples taken during the window; counters are window deltas.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
-from nova_search.records import EngineSample, LevelRun
+from nova_search.records import EngineSample, LevelRun, RequestRecord
 
 PERCENTILES = (("mean", None), ("p50", 50.0), ("p90", 90.0), ("p99", 99.0))
 LATENCIES = ("ttft", "tpot", "itl", "e2e")
+#: p99.9 is reported only from this many samples up: below it, it is the maximum in all but name
+P999_MIN_SAMPLES = 1000
+
+
+@dataclass(frozen=True)
+class RequestSLO:
+    """Per-request latency maxima, in milliseconds; None = no bound on that latency.
+
+    A request meets the SLO when it succeeded and each given bound holds (``<=``). TPOT is undefined
+    for a one-token output (there is no decode phase), so a TPOT bound does not apply to it; a TTFT or
+    E2E bound on a request without any output chunk is a miss.
+    """
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise ValueError(f"RequestSLO.{name} must be a finite number > 0 (got {v!r})")
+
+    def met_by(self, r: RequestRecord) -> bool:
+        if not r.success:
+            return False
+        for bound, seconds in ((self.ttft_ms, r.ttft), (self.e2e_ms, r.e2e)):
+            if bound is not None and (seconds is None or seconds * 1000.0 > bound):
+                return False
+        tpot = r.tpot
+        return self.tpot_ms is None or tpot is None or tpot * 1000.0 <= self.tpot_ms
 
 
 @dataclass(frozen=True)
@@ -36,22 +74,28 @@ class LevelResult:
     output_throughput: float
     total_token_throughput: float
     request_throughput: float
+    goodput: float | None = None
+    goodput_rate: float | None = None
     ttft_mean_ms: float | None = None
     ttft_p50_ms: float | None = None
     ttft_p90_ms: float | None = None
     ttft_p99_ms: float | None = None
+    ttft_p999_ms: float | None = None
     tpot_mean_ms: float | None = None
     tpot_p50_ms: float | None = None
     tpot_p90_ms: float | None = None
     tpot_p99_ms: float | None = None
+    tpot_p999_ms: float | None = None
     itl_mean_ms: float | None = None
     itl_p50_ms: float | None = None
     itl_p90_ms: float | None = None
     itl_p99_ms: float | None = None
+    itl_p999_ms: float | None = None
     e2e_mean_ms: float | None = None
     e2e_p50_ms: float | None = None
     e2e_p90_ms: float | None = None
     e2e_p99_ms: float | None = None
+    e2e_p999_ms: float | None = None
     kv_cache_usage_peak: float | None = None
     kv_cache_usage_mean: float | None = None
     num_running_mean: float | None = None
@@ -84,17 +128,21 @@ METRIC_NAMES: tuple[str, ...] = tuple(
 
 def _stats(values: list[float], prefix: str) -> dict[str, float | None]:
     if not values:
-        return {f"{prefix}_{name}_ms": None for name, _ in PERCENTILES}
+        return {f"{prefix}_{name}_ms": None for name, _ in PERCENTILES} | {f"{prefix}_p999_ms": None}
     a = np.asarray(values, dtype=float) * 1000.0
     out: dict[str, float | None] = {}
     for name, q in PERCENTILES:
         out[f"{prefix}_{name}_ms"] = float(a.mean() if q is None else np.percentile(a, q))
+    out[f"{prefix}_p999_ms"] = float(np.percentile(a, 99.9)) if a.size >= P999_MIN_SAMPLES else None
     return out
 
 
-def summarize(run: LevelRun) -> LevelResult:
+def summarize(run: LevelRun, slos: Sequence[RequestSLO] | None = None) -> LevelResult:
+    """The LevelResult of one level. ``slos``: the per-request SLOs that goodput counts (a request
+    is good when it meets every one); without them every successful request is good."""
     records = run.records
     ok = [r for r in records if r.success]
+    good = sum(1 for r in ok if all(slo.met_by(r) for slo in slos or ()))
     duration = max(run.window_end - run.window_start, 1e-9)
     out_tokens = sum(r.output_tokens for r in ok)
     in_tokens = sum(r.prompt_tokens for r in ok)
@@ -124,6 +172,8 @@ def summarize(run: LevelRun) -> LevelResult:
         output_throughput=out_tokens / duration,
         total_token_throughput=(in_tokens + out_tokens) / duration,
         request_throughput=len(ok) / duration,
+        goodput=good / duration,
+        goodput_rate=good / len(records) if records else None,
         client_cpu_share=run.client_cpu_s / duration if run.client_cpu_s else None,
         first_errors=seen_errors[:3],
         **stats,

@@ -82,3 +82,41 @@ def outcome_table(study: optuna.Study) -> Table:
             detail = f"{t.user_attrs.get(A_REASON, '')}: {t.user_attrs.get(A_MESSAGE, '')}"[:160]
         table.add_row(str(t.number), t.state.name, detail)
     return table
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+PROFILE_COLUMNS = (
+    ("concurrency", "conc"),
+    ("completed", "ok"),
+    ("errors", "err"),
+    ("output_throughput", "out tok/s"),
+    ("request_throughput", "req/s"),
+    ("ttft_p50_ms", "TTFT p50"),
+    ("ttft_p99_ms", "TTFT p99"),
+    ("tpot_p50_ms", "TPOT p50"),
+    ("tpot_p99_ms", "TPOT p99"),
+    ("itl_p50_ms", "ITL p50"),
+    ("e2e_p50_ms", "E2E p50"),
+    ("e2e_p99_ms", "E2E p99"),
+    ("kv_cache_usage_peak", "KV peak"),
+    ("num_waiting_max", "waiting max"),
+    ("spec_acceptance_rate", "accept"),
+)
+
+
+def profile_table(levels: list, title: str) -> Table:
+    """One row per level: throughput and latencies (ms)."""
+    table = Table(title=title)
+    for _, header in PROFILE_COLUMNS:
+        table.add_column(header, justify="right")
+    for lv in levels:
+        d = lv.as_dict()
+        table.add_row(*(_fmt(d.get(key)) for key, _ in PROFILE_COLUMNS))
+    return table

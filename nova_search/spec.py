@@ -198,6 +198,9 @@ class EngineSpec(_Model):
     tensor_parallel_size: int = Field(default=1, ge=1)
     env: dict[str, str] = Field(default_factory=dict)
     extra_args: list[str] = Field(default_factory=list)
+    #: CPU cores the server is pinned to (its children inherit it). On a small CPU machine keep the
+    #: engine and the load generator (sweep.client_cpus) on different cores, or both measure noise.
+    cpus: list[int] | None = Field(default=None, min_length=1)
     defaults: EngineDefaults = Field(default_factory=EngineDefaults)
     boot_timeout_s: float = Field(default=900.0, gt=0)
     stop_timeout_s: float = Field(default=20.0, gt=0)
@@ -224,6 +227,9 @@ class EngineSpec(_Model):
 
 
 class LenRange(_Model):
+    """A length drawn uniformly from [low, high] (both inclusive). ``dist`` may be left out."""
+
+    dist: Literal["uniform"] = "uniform"
     low: int = Field(gt=0)
     high: int = Field(gt=0)
 
@@ -233,17 +239,127 @@ class LenRange(_Model):
         return self
 
 
+class NormalLen(_Model):
+    """A length drawn from N(mean, std), rounded, clipped to [low, high] and to at least 1."""
+
+    dist: Literal["normal"]
+    mean: float = Field(gt=0)
+    std: float = Field(ge=0)
+    low: int | None = Field(default=None, gt=0)
+    high: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> NormalLen:
+        if self.low is not None and self.high is not None:
+            _check_range(self.low, self.high, False)
+        return self
+
+
+def _len_kind(value: Any) -> str:
+    """How a length is written: an int, ``{dist: uniform, low, high}`` (``dist`` optional, the old
+    ``{low, high}`` form) or ``{dist: normal, mean, std}``; for output_len also ``from_data``."""
+    if isinstance(value, dict):
+        return "normal" if value.get("dist") == "normal" else "uniform"
+    if isinstance(value, NormalLen):
+        return "normal"
+    if isinstance(value, LenRange):
+        return "uniform"
+    return "fixed"
+
+
+def _output_len_kind(value: Any) -> str:
+    return "from_data" if isinstance(value, str) else _len_kind(value)
+
+
 LenParam = Annotated[
-    Annotated[int, Tag("fixed")] | Annotated[LenRange, Tag("range")], Discriminator(_param_kind)
+    Annotated[int, Tag("fixed")] | Annotated[LenRange, Tag("uniform")] | Annotated[NormalLen, Tag("normal")],
+    Discriminator(_len_kind),
+]
+OutputLenParam = Annotated[
+    Annotated[int, Tag("fixed")]
+    | Annotated[LenRange, Tag("uniform")]
+    | Annotated[NormalLen, Tag("normal")]
+    | Annotated[Literal["from_data"], Tag("from_data")],
+    Discriminator(_output_len_kind),
 ]
 
 
+class ClosedArrival(_Model):
+    """Closed loop: the level's concurrency in flight at all times (a request goes as one returns)."""
+
+    kind: Literal["closed"] = "closed"
+
+
+class PoissonArrival(_Model):
+    """Open loop: requests sent at ``rate`` per second on average, exponential gaps (seeded), never
+    more than ``max_in_flight`` at once (a request due while the cap is reached waits for a slot).
+    Left out, ``max_in_flight`` is the sweep level's value: the level stays the key of the results."""
+
+    kind: Literal["poisson"]
+    rate: float = Field(gt=0)
+    max_in_flight: int | None = Field(default=None, gt=0)
+
+
+def _arrival_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("kind", "closed"))
+    return str(getattr(value, "kind", "closed"))
+
+
+ArrivalSpec = Annotated[
+    Annotated[ClosedArrival, Tag("closed")] | Annotated[PoissonArrival, Tag("poisson")],
+    Discriminator(_arrival_kind),
+]
+
+#: fields that only one workload kind takes
+_KIND_FIELDS = {
+    "shared_prefix": ("num_prefixes", "prefix_len", "prefix_order"),
+    "jsonl": ("path", "truncate"),
+}
+
+
 class WorkloadSpec(_Model):
-    kind: Literal["synthetic"] = "synthetic"
-    input_len: LenParam = 128
-    output_len: LenParam = 64
+    """What each request sends. Every kind is seeded: the same seed gives the same prompts.
+
+    - ``synthetic``: random token ids of exactly ``input_len`` tokens.
+    - ``shared_prefix``: ``num_prefixes`` system prompts of ``prefix_len`` random tokens (drawn once
+      from ``seed``), each request one of them (``prefix_order``) followed by ``input_len`` random
+      tokens of its own, so the prefix cache has something to find.
+    - ``jsonl``: conversations from ``path`` (OpenAI ``messages`` or ShareGPT ``conversations``
+      records, one JSON object a line, or one JSON array), each up to its last user turn, tokenized
+      with the model's tokenizer; ``input_len`` (an int, optional) is the most prompt tokens: longer
+      prompts are cut to it (``truncate: true``) or left out (``truncate: false``).
+
+    ``endpoint: completions`` sends token ids to /v1/completions (exact input lengths);
+    ``endpoint: chat`` sends text messages to /v1/chat/completions and needs a tokenizer
+    (``tokenizer``, else ``model.path``, a folder with tokenizer.json).
+    """
+
+    kind: Literal["synthetic", "shared_prefix", "jsonl"] = "synthetic"
+    #: tokens per prompt (shared_prefix: after the prefix; jsonl: the most, an int or left out)
+    input_len: LenParam | None = None
+    #: output tokens per request (``ignore_eos``); jsonl also takes ``from_data``: the reference answer's
+    output_len: OutputLenParam = 64
     seed: int = 0
-    endpoint: Literal["completions"] = "completions"
+    endpoint: Literal["completions", "chat"] = "completions"
+    #: a folder with tokenizer.json (or the file itself); default: model.path
+    tokenizer: str | None = None
+    arrival: ArrivalSpec = Field(default_factory=ClosedArrival)
+    # shared_prefix
+    num_prefixes: int = Field(default=1, gt=0)
+    prefix_len: int | None = Field(default=None, gt=0)
+    prefix_order: Literal["round_robin", "random"] = "round_robin"
+    # jsonl
+    path: str | None = None
+    truncate: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_input_len(cls, data: Any) -> Any:
+        # 128 tokens unless given; a jsonl prompt has its own length (input_len is only a cap there)
+        if isinstance(data, dict) and data.get("kind", "synthetic") != "jsonl" and "input_len" not in data:
+            return {**data, "input_len": 128}
+        return data
 
     @field_validator("input_len", "output_len")
     @classmethod
@@ -251,6 +367,25 @@ class WorkloadSpec(_Model):
         if isinstance(v, int) and v <= 0:
             raise ValueError(f"must be > 0 (got {v})")
         return v
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkloadSpec:
+        for kind, names in _KIND_FIELDS.items():
+            for name in names:  # a default value is fine: a dumped spec has every field
+                if self.kind != kind and getattr(self, name) != type(self).model_fields[name].default:
+                    raise ValueError(f"{name}: only kind {kind} takes it (kind is {self.kind})")
+        if self.input_len is None and self.kind != "jsonl":
+            raise ValueError(f"input_len: required for kind {self.kind}")
+        if self.output_len == "from_data" and self.kind != "jsonl":
+            raise ValueError("output_len: from_data needs kind jsonl (the reference answers)")
+        if self.kind == "shared_prefix" and self.prefix_len is None:
+            raise ValueError("prefix_len: required for kind shared_prefix (tokens per shared prefix)")
+        if self.kind == "jsonl":
+            if not self.path:
+                raise ValueError("path: required for kind jsonl (a .jsonl file of conversations)")
+            if self.input_len is not None and not isinstance(self.input_len, int):
+                raise ValueError("input_len: for kind jsonl, the most prompt tokens (an int) or left out")
+        return self
 
 
 class SweepSpec(_Model):
@@ -265,6 +400,8 @@ class SweepSpec(_Model):
     max_error_rate: float = Field(default=0.05, ge=0, le=1)
     #: seconds between /metrics samples of the engine during the window
     metrics_interval_s: float = Field(default=0.5, gt=0)
+    #: CPU cores the load generator is pinned to while it measures (see engine.cpus)
+    client_cpus: list[int] | None = Field(default=None, min_length=1)
 
     @field_validator("concurrency")
     @classmethod

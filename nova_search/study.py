@@ -282,7 +282,7 @@ def _run_slot(
         except TrialFailure:
             state = TrialState.FAIL
         except KeyboardInterrupt:
-            retrying(lambda t=trial: study.tell(t, state=TrialState.FAIL), window, "tell")
+            _tell(study, trial, TrialState.FAIL, None, window)
             raise
         except Exception as e:  # noqa: BLE001 - an unexpected error fails the trial, not the worker
             log.exception("trial %s failed unexpectedly", trial.number)
@@ -292,10 +292,22 @@ def _run_slot(
             ctx.reporter.trial_finished(trial.number, "FAIL", f"internal: {message}")
         if ctx.cancel.is_set():
             state, values = TrialState.FAIL, None
+        _tell(study, trial, state, values, window)
+
+
+def _tell(
+    study: optuna.Study, trial: optuna.Trial, state: TrialState, values: list[float] | None, window: float
+) -> None:
+    """Tell the outcome, through a database restart. A tell whose commit landed but whose answer was
+    lost is retried and finds the trial finished: that is success, not an error."""
+
+    def once() -> None:
         if state == TrialState.COMPLETE:
-            retrying(lambda t=trial, v=values: study.tell(t, v), window, "tell")
+            study.tell(trial, values, skip_if_finished=True)
         else:
-            retrying(lambda t=trial, st=state: study.tell(t, state=st), window, "tell")
+            study.tell(trial, state=state, skip_if_finished=True)
+
+    retrying(once, window, "tell")
 
 
 def _best_effort(fn: Callable[[], object]) -> None:

@@ -29,7 +29,7 @@ from nova_search.engine.server import Server, free_port, tail
 from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.runner import LevelPlan, run_level, take
-from nova_search.loadgen.workload import level_seed, synthetic, vocab_size
+from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import LevelResult, summarize
 from nova_search.retry import retrying
 from nova_search.space import ROLE_ATTR, Facts, incompatibilities, sample, stock_config
@@ -205,13 +205,13 @@ def _measure(
 ) -> list[LevelResult]:
     spec = ctx.spec
     sweep = spec.sweep
-    vocab = vocab_size(spec.model)
+    source = prompt_source(spec.workload, spec.model)
     levels: list[LevelResult] = []
     measured = 0.0
     for i, c in enumerate(sweep.concurrency):
         ctx.reporter.phase(trial.number, f"concurrency {c}")
-        warm = synthetic(spec.workload, vocab, level_seed(spec.workload.seed, i, warmup=True))
-        prompts = synthetic(spec.workload, vocab, level_seed(spec.workload.seed, i))
+        warm = source.prompts(level_seed(spec.workload.seed, i, warmup=True))
+        prompts = source.prompts(level_seed(spec.workload.seed, i))
         plan = LevelPlan(
             concurrency=c,
             warmup=take(warm, sweep.warmup_requests),
@@ -220,8 +220,10 @@ def _measure(
             request_timeout_s=sweep.request_timeout_s,
             metrics_url=f"{server.base_url}/metrics",
             metrics_interval_s=sweep.metrics_interval_s,
+            arrival=spec.workload.arrival,
+            arrival_seed=level_seed(spec.workload.seed, i),
         )
-        run = run_level(target, plan)
+        run = run_level(target, plan, sweep.client_cpus)
         measured += run.window_end - run.window_start
         if not server.alive():
             raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))

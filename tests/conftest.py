@@ -52,7 +52,13 @@ def tiny_spec(model: Path, **changes: object) -> dict:
     raw = yaml.safe_load((REPO / "studies" / "tiny-cpu.yaml").read_text())
     raw["model"]["path"] = str(model)
     raw["space"]["speculative"]["drafters"]["draft_model"] = str(model)
-    raw["sweep"] = {"concurrency": [1, 2], "warmup_requests": 1, "requests": 6, "request_timeout_s": 120}
+    raw["sweep"] = {
+        "concurrency": [1, 2],
+        "warmup_requests": 1,
+        "requests": 6,
+        "request_timeout_s": 120,
+        "client_cpus": [1],
+    }
     raw["workload"] = {"input_len": 64, "output_len": 24, "seed": 0}
     raw["objectives"] = [
         {"metric": "output_throughput", "direction": "maximize", "at": "best"},
@@ -77,3 +83,28 @@ def standin() -> Iterator[Callable[..., StandinServer]]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_vllm(engine_python: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
+    """One real vLLM (CPU, tiny model) for every test that only reads from it, started with nova's own
+    launcher: loopback, fresh API key, own process group, torn down at the end of the session."""
+    from nova_search.engine.command import build_launch
+    from nova_search.engine.config import EngineConfig
+    from nova_search.engine.server import Server, free_port
+    from nova_search.spec import EngineSpec, ModelSpec
+
+    os.environ.setdefault("NOVA_ENGINE_PYTHON", engine_python)
+    engine = EngineSpec(
+        python=engine_python,
+        device="cpu",
+        cpus=[0],
+        env={"VLLM_CPU_OMP_THREADS_BIND": "0"},
+        extra_args=["--enforce-eager", "--load-format", "dummy"],
+    )
+    model = ModelSpec(path=str(tiny_model), served_name="tiny")
+    config = EngineConfig(max_model_len=2048, gpu_memory_utilization=0.3, max_num_seqs=16)
+    plan = build_launch(engine, model, config, port=free_port(), api_key=os.urandom(12).hex())
+    log = tmp_path_factory.mktemp("shared-vllm") / "server.log"
+    with Server(plan, log, boot_timeout_s=300) as server:
+        yield server

@@ -39,6 +39,8 @@ class LaunchPlan:
     env: dict[str, str]
     host: str
     port: int
+    #: CPU cores to pin the server to (None: no pinning)
+    cpus: tuple[int, ...] | None = None
 
 
 def config_args(config: EngineConfig) -> list[str]:
@@ -95,7 +97,13 @@ def build_launch(
     env["VLLM_API_KEY"] = api_key
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
-    return LaunchPlan(argv=tuple(argv), env=env, host=engine.host, port=port)
+    return LaunchPlan(
+        argv=tuple(argv),
+        env=env,
+        host=engine.host,
+        port=port,
+        cpus=tuple(engine.cpus) if engine.cpus else None,
+    )
 
 
 def served_name(model: ModelSpec) -> str:

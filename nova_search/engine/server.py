@@ -138,6 +138,15 @@ class Server:
                 )
             except OSError as e:
                 raise EngineError(f"cannot start the engine {self.plan.argv[0]!r}: {e.strerror}") from None
+        if self.plan.cpus:
+            # before the server has imported anything, so every process it starts inherits the mask
+            try:
+                os.sched_setaffinity(self.proc.pid, self.plan.cpus)
+            except OSError as e:
+                self.stop()
+                raise EngineError(
+                    f"engine.cpus {list(self.plan.cpus)}: cannot pin the server ({e.strerror})"
+                ) from None
         read_fd, self._guard_fd = os.pipe()
         try:
             self._reaper = subprocess.Popen(

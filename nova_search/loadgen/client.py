@@ -1,5 +1,9 @@
 """One streamed request -> RequestRecord. It never raises: failures are data (``success=False``).
 
+A prompt of token ids goes to /v1/completions (``choices[0].text`` chunks); a prompt with
+``messages`` to /v1/chat/completions (``choices[0].delta.content`` chunks, after a first chunk that
+only declares the assistant role). Both are parsed the same way.
+
 Tokens per chunk are counted exactly from the server's running usage
 (``stream_options: {include_usage: true, continuous_usage_stats: true}``): with speculative decoding
 one chunk carries several tokens, and a token may decode to empty text. Servers that send no running
@@ -29,6 +33,13 @@ class Target:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
 
+PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+
+def _stream() -> dict[str, object]:
+    return {"stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+
+
 def completion_payload(target: Target, prompt: Prompt) -> dict[str, object]:
     return {
         "model": target.model,
@@ -36,9 +47,37 @@ def completion_payload(target: Target, prompt: Prompt) -> dict[str, object]:
         "max_tokens": prompt.output_len,
         "ignore_eos": True,
         "temperature": 0.0,
-        "stream": True,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        **_stream(),
     }
+
+
+def chat_payload(target: Target, prompt: Prompt) -> dict[str, object]:
+    return {
+        "model": target.model,
+        "messages": [{"role": m.role, "content": m.content} for m in prompt.messages],
+        "max_completion_tokens": prompt.output_len,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        **_stream(),
+    }
+
+
+def payload(target: Target, prompt: Prompt) -> tuple[str, dict[str, object]]:
+    """The URL path and the JSON body for a prompt."""
+    if prompt.messages:
+        return PATHS["chat"], chat_payload(target, prompt)
+    return PATHS["completions"], completion_payload(target, prompt)
+
+
+def _has_text(choice: dict[str, object]) -> bool:
+    """Whether a streamed choice carries generated text (completions ``text``; chat ``delta``
+    content, or a reasoning model's reasoning text)."""
+    if choice.get("text"):
+        return True
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
+    return False
 
 
 async def send(client: httpx.AsyncClient, target: Target, prompt: Prompt) -> RequestRecord:
@@ -48,13 +87,11 @@ async def send(client: httpx.AsyncClient, target: Target, prompt: Prompt) -> Req
     seen = 0  # running completion_tokens
     final_usage: int | None = None
     status: int | None = None
+    path, body = payload(target, prompt)
     send_time = time.perf_counter()
     try:
         async with client.stream(
-            "POST",
-            f"{target.base_url}/v1/completions",
-            json=completion_payload(target, prompt),
-            headers=target.headers,
+            "POST", f"{target.base_url}{path}", json=body, headers=target.headers
         ) as resp:
             status = resp.status_code
             if status != 200:
@@ -80,7 +117,7 @@ async def send(client: httpx.AsyncClient, target: Target, prompt: Prompt) -> Req
                     continue
                 if usage.get("completion_tokens") is not None:
                     n = int(usage["completion_tokens"]) - seen
-                elif choices[0].get("text"):
+                elif _has_text(choices[0]):
                     n = 1
                 else:
                     n = 0

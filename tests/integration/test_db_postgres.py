@@ -14,6 +14,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 
 import alembic.command
 import optuna
@@ -219,8 +220,8 @@ def test_upgrade_from_empty_creates_optuna_and_nova_schemas(pg_url: str) -> None
     names = tables(pg_url)
     assert {"studies", "trials", "trial_values", "alembic_version"} | NOVA_TABLES <= names
     assert scalar(pg_url, "SELECT version_num FROM alembic_version") == optuna_head(pg_url)
-    assert scalar(pg_url, f"SELECT version_num FROM {VERSION_TABLE}") == "0001"
-    assert current(pg_url) == head_revision() == "0001"
+    assert scalar(pg_url, f"SELECT version_num FROM {VERSION_TABLE}") == "0002"
+    assert current(pg_url) == head_revision() == "0002"
     upgrade(pg_url)  # idempotent
     assert tables(pg_url) == names
 
@@ -234,7 +235,7 @@ def test_downgrade_to_base_drops_only_nova_table_then_upgrade_again(pg_url: str)
     assert current(pg_url) is None
     assert scalar(pg_url, "SELECT version_num FROM alembic_version") == optuna_rev
     upgrade(pg_url)
-    assert tables(pg_url) == before and current(pg_url) == "0001"
+    assert tables(pg_url) == before and current(pg_url) == "0002"
 
 
 def test_study_created_before_the_migration_survives_the_round_trip(pg_url: str) -> None:
@@ -258,6 +259,48 @@ def test_study_created_before_the_migration_survives_the_round_trip(pg_url: str)
     storage.engine.dispose()
     with LevelStore(pg_url) as store:
         assert store.rows("early") == []  # the round trip dropped nova's rows, nothing else
+
+
+NEW_IN_0002 = ("goodput", "goodput_rate", "ttft_p999_ms", "tpot_p999_ms", "itl_p999_ms", "e2e_p999_ms")
+ROW_AT_0001 = (
+    "INSERT INTO nova_level_result (trial_id, study_name, trial_number, concurrency, output_throughput, "
+    "profile, engine_metrics, worker_host, gpu_ids, argv) "
+    "VALUES (3, 's', 0, 4, 12.5, '{}', '{}', 'h', '0', '[]')"
+)
+
+
+def columns(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        return {c["name"] for c in inspect(engine).get_columns("nova_level_result")}
+    finally:
+        engine.dispose()
+
+
+def test_0002_adds_the_goodput_and_p999_columns_and_keeps_rows(pg_url: str) -> None:
+    upgrade(pg_url, "0001")
+    assert current(pg_url) == "0001" and not set(NEW_IN_0002) & columns(pg_url)
+    engine = create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text(ROW_AT_0001))
+    engine.dispose()
+    upgrade(pg_url)
+    assert current(pg_url) == "0002" and set(NEW_IN_0002) <= columns(pg_url)
+    with LevelStore(pg_url) as store:
+        store.check_ready()
+        (old,) = store.rows("s")
+        assert old["output_throughput"] == 12.5 and all(old[c] is None for c in NEW_IN_0002)
+        record(store, 4, replace(level(8), goodput=2.5, goodput_rate=0.75, ttft_p999_ms=900.0))
+        new = store.rows("s")[1]
+    assert (new["goodput"], new["goodput_rate"], new["ttft_p999_ms"]) == (2.5, 0.75, 900.0)
+    downgrade(pg_url, "0001")
+    assert current(pg_url) == "0001" and not set(NEW_IN_0002) & columns(pg_url)
+    with LevelStore(pg_url) as store, pytest.raises(StorageError, match="revision '0001'"):
+        store.check_ready()
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM nova_level_result")).scalar_one() == 2
+    engine.dispose()
 
 
 def test_models_and_migration_agree(pg_url: str) -> None:

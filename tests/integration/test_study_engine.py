@@ -123,3 +123,52 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
 
     assert "Pareto-optimal trials" in proc.stdout
     assert vllm_processes() - before == set()
+
+
+@pytest.mark.postgres
+def test_two_workers_share_a_postgres_study_on_real_engine(engine_python, tiny_model, tmp_path):
+    from nova_search.db import LevelStore
+    from tests.support.pg import fresh_database
+
+    before = vllm_processes()
+    raw = tiny_spec(tiny_model, budget={"n_trials": 3})
+    raw["space"]["speculative"]["method"] = "none"
+    raw["space"]["kv_cache_dtype"] = "auto"
+    with fresh_database() as url:
+        nova_study.create(parse_spec(raw), url, "pair")
+        env = {**os.environ, "NOVA_ENGINE_PYTHON": engine_python}
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "nova_search",
+                    "worker",
+                    "pair",
+                    "--storage",
+                    url,
+                    "--artifacts-dir",
+                    str(tmp_path / f"a{i}"),
+                ],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for i in range(2)
+        ]
+        outs = [p.communicate(timeout=900)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outs)
+        trials = optuna.load_study(study_name="pair", storage=url).get_trials()
+        assert len(trials) == 3
+        assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3, [
+            (t.user_attrs.get(A_REASON), t.user_attrs.get(A_MESSAGE)) for t in trials
+        ]
+        with LevelStore(url) as store:
+            rows = store.rows("pair")
+        assert len(rows) == 3 * 2
+        assert {r["engine_version"] for r in rows} == {"0.32.0"}
+        assert all(r["argv"][:3] == [engine_python, "-m", "vllm.entrypoints.openai.api_server"] for r in rows)
+        assert all(r["output_throughput"] > 0 for r in rows)
+    assert vllm_processes() - before == set()

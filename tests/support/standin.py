@@ -2,9 +2,15 @@
 
 It serves ``POST /v1/completions`` (streamed as vLLM streams it: SSE ``data: {json}`` events, one
 chunk per decode step with ``choices``, then, when ``stream_options.include_usage`` is set, a final
-chunk with ``choices: []`` and ``usage``, then ``data: [DONE]``), ``GET /health``, ``GET /version``,
-``GET /v1/models`` and ``GET /metrics`` (Prometheus text with the vLLM gauges and counters that nova
-reads, moved by the requests it serves).
+chunk with ``choices: []`` and ``usage``, then ``data: [DONE]``), ``POST /v1/chat/completions`` (the
+same, in vLLM's chat format: a first chunk ``delta: {role: assistant, content: ""}``, then one
+``delta: {content}`` chunk per decode step), ``GET /health``, ``GET /version``, ``GET /v1/models`` and
+``GET /metrics`` (Prometheus text with the vLLM gauges and counters that nova reads, moved by the
+requests it serves).
+
+Prompt tokens: a list of ids counts its length; text (a string prompt, or the chat messages'
+contents, summed, no template) counts with ``tokenizer`` (a tokenizer.json) when given, else words.
+With ``record_prompts`` every request's prompt is kept in ``stats().prompts``.
 
 The output is always exactly ``max_tokens`` tokens, ``tokens_per_chunk`` to a chunk (the last chunk
 carries the rest), after ``ttft_s`` and with ``itl_s`` between chunks. Faults on demand: a required
@@ -73,6 +79,11 @@ class StandinOptions:
     #: KV cache size in tokens; ``vllm:kv_cache_usage_perc`` is the in-flight tokens' share of it
     kv_capacity_tokens: int = 65_536
     version: str = "0.0.0+standin"
+    #: a tokenizer.json that counts text prompt tokens exactly; None: whitespace-separated words
+    tokenizer: str | None = None
+    #: keep every request's prompt in ``stats().prompts`` (``{"endpoint", "prompt" | "messages",
+    #: "max_tokens"}``)
+    record_prompts: bool = False
 
     def __post_init__(self) -> None:
         if self.tokens_per_chunk < 1:
@@ -86,7 +97,8 @@ class StandinStats:
     """What the stand-in saw. ``arrivals`` are ``time.perf_counter()`` times (the same clock as
     nova's records when the stand-in runs in the test's process)."""
 
-    requests: int = 0  # completion requests past the API-key check
+    requests: int = 0  # completion and chat requests past the API-key check
+    chat_requests: int = 0  # of which chat
     unauthorized: int = 0
     errors: int = 0  # HTTP 500 sent
     dropped: int = 0  # connections closed mid-stream
@@ -96,6 +108,8 @@ class StandinStats:
     tokens_served: int = 0
     metrics_reads: int = 0
     arrivals: list[float] = field(default_factory=list)
+    #: with ``record_prompts``: what each request asked, in arrival order
+    prompts: list[dict[str, object]] = field(default_factory=list)
 
 
 @dataclass
@@ -138,6 +152,11 @@ class StandinApp:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._model_json = json.dumps(options.model)
+        self._tokenizer = None
+        if options.tokenizer is not None:
+            from tokenizers import Tokenizer
+
+            self._tokenizer = Tokenizer.from_file(options.tokenizer)
         self.port = 0
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -198,6 +217,7 @@ class StandinApp:
         keep = req.keep_alive
         routes = {
             "/v1/completions": "POST",
+            "/v1/chat/completions": "POST",
             "/health": "GET",
             "/version": "GET",
             "/metrics": "GET",
@@ -212,7 +232,9 @@ class StandinApp:
                 self._stats.unauthorized += 1
             _write_json(writer, 401, {"error": "Unauthorized"}, keep)
         elif path == "/v1/completions":
-            return await self._completions(req, writer)
+            return await self._completions(req, writer, chat=False)
+        elif path == "/v1/chat/completions":
+            return await self._completions(req, writer, chat=True)
         elif path == "/health":
             _write(writer, 200, b"", "application/json", keep)
         elif path == "/version":
@@ -232,21 +254,42 @@ class StandinApp:
         key = self.options.api_key
         return key is None or req.headers.get("authorization") == f"Bearer {key}"
 
-    # -- /v1/completions ----------------------------------------------------------------------
+    # -- /v1/completions, /v1/chat/completions -----------------------------------------------
 
-    async def _completions(self, req: _Request, writer: asyncio.StreamWriter) -> bool:
+    def _count_text(self, text: str) -> int:
+        if self._tokenizer is not None:
+            return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        return len(text.split())
+
+    def _count_prompt(self, body: dict[str, object], chat: bool) -> int:
+        if chat:
+            messages = body["messages"]
+            if not isinstance(messages, list) or not messages:
+                raise ValueError("messages must be a non-empty list")
+            n = 0
+            for m in messages:
+                if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                    raise ValueError("each message needs a role")
+                content = m.get("content")
+                if not isinstance(content, str):
+                    raise ValueError("message content must be a string")
+                n += self._count_text(content)
+            return n
+        prompt = body["prompt"]
+        if isinstance(prompt, str):
+            return self._count_text(prompt)
+        if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+            return len(prompt)
+        raise ValueError("prompt must be a string or a list of token ids")
+
+    async def _completions(self, req: _Request, writer: asyncio.StreamWriter, chat: bool) -> bool:
         opts = self.options
         keep = req.keep_alive
         try:
             body = json.loads(req.body)
-            prompt = body["prompt"]
-            if isinstance(prompt, str):
-                n_prompt = len(prompt.split())
-            elif isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
-                n_prompt = len(prompt)
-            else:
-                raise ValueError("prompt must be a string or a list of token ids")
-            max_tokens = int(body.get("max_tokens") or 16)
+            n_prompt = self._count_prompt(body, chat)
+            limit = body.get("max_completion_tokens") if chat else None
+            max_tokens = int(limit or body.get("max_tokens") or 16)
             if max_tokens < 1:
                 raise ValueError("max_tokens must be at least 1")
         except (ValueError, KeyError, TypeError) as e:
@@ -262,8 +305,13 @@ class StandinApp:
         with self._lock:
             st = self._stats
             st.requests += 1
+            st.chat_requests += chat
             number = st.requests
             st.arrivals.append(time.perf_counter())
+            if opts.record_prompts:
+                key = "messages" if chat else "prompt"
+                endpoint = "chat" if chat else "completions"
+                st.prompts.append({"endpoint": endpoint, key: body[key], "max_tokens": max_tokens})
         if opts.error_every and number % opts.error_every == 0:
             with self._lock:
                 self._stats.errors += 1
@@ -283,9 +331,9 @@ class StandinApp:
         held = [n_prompt]  # KV tokens this request holds, released however it ends
         try:
             if body.get("stream"):
-                ok = await self._stream(writer, body, n_prompt, max_tokens, drop, held)
+                ok = await self._stream(writer, body, n_prompt, max_tokens, drop, held, chat)
             else:
-                ok = await self._whole(writer, n_prompt, max_tokens, drop, keep, held)
+                ok = await self._whole(writer, n_prompt, max_tokens, drop, keep, held, chat)
         finally:
             with self._lock:
                 self._stats.in_flight -= 1
@@ -330,6 +378,7 @@ class StandinApp:
         max_tokens: int,
         drop: bool,
         held: list[int],
+        chat: bool,
     ) -> bool:
         opts = self.options
         stream_options = body.get("stream_options") or {}
@@ -339,9 +388,19 @@ class StandinApp:
         head = _head(200, "text/event-stream; charset=utf-8", None, keep_alive=True)
         writer.write(head)
         await writer.drain()
-        rid = f"cmpl-{uuid.uuid4().hex}"
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         created = int(time.time())
-        prefix = f'{{"id":"{rid}","object":"text_completion","created":{created},"model":{self._model_json},'
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        prefix = f'{{"id":"{rid}","object":"{kind}","created":{created},"model":{self._model_json},'
+        if chat:  # vLLM's first chat chunk: the role, no tokens (with running usage: 0 of them)
+            usage = f',"usage":{_usage(n_prompt, 0)}' if running else ""
+            role = '{"role":"assistant","content":""}'
+            writer.write(
+                _sse(
+                    f'{prefix}"choices":[{{"index":0,"delta":{role},"logprobs":null,"finish_reason":null}}]{usage}}}'
+                )
+            )
+            await writer.drain()
         await asyncio.sleep(opts.ttft_s)
         for i, (n, done) in enumerate(self._chunks(max_tokens)):
             if i:
@@ -352,9 +411,10 @@ class StandinApp:
             text = json.dumps("".join(WORDS[(done - n + j) % len(WORDS)] for j in range(n)))
             finish = '"length"' if done == max_tokens else "null"
             usage = f',"usage":{_usage(n_prompt, done)}' if running else ""
+            piece = f'"delta":{{"content":{text}}}' if chat else f'"text":{text}'
             writer.write(
                 _sse(
-                    f'{prefix}"choices":[{{"index":0,"text":{text},"logprobs":null,'
+                    f'{prefix}"choices":[{{"index":0,{piece},"logprobs":null,'
                     f'"finish_reason":{finish},"stop_reason":null}}]{usage}}}'
                 )
             )
@@ -375,6 +435,7 @@ class StandinApp:
         drop: bool,
         keep: bool,
         held: list[int],
+        chat: bool,
     ) -> bool:
         opts = self.options
         texts: list[str] = []
@@ -389,19 +450,16 @@ class StandinApp:
             writer.write(_head(200, "application/json", 1_000_000, keep_alive=True))
             await writer.drain()
             return False
-        choice = {
-            "index": 0,
-            "text": "".join(texts),
-            "logprobs": None,
-            "finish_reason": "length",
-            "stop_reason": None,
-        }
+        out = "".join(texts)
+        choice: dict[str, object] = {"index": 0}
+        choice.update({"message": {"role": "assistant", "content": out}} if chat else {"text": out})
+        choice.update({"logprobs": None, "finish_reason": "length", "stop_reason": None})
         _write_json(
             writer,
             200,
             {
-                "id": f"cmpl-{uuid.uuid4().hex}",
-                "object": "text_completion",
+                "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+                "object": "chat.completion" if chat else "text_completion",
                 "created": int(time.time()),
                 "model": opts.model,
                 "choices": [choice],
@@ -625,8 +683,8 @@ def main(argv: list[str] | None = None) -> None:
         default = getattr(defaults, f.name)
         if isinstance(default, bool):
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
-        elif f.name in ("api_key", "num_spec_tokens"):
-            p.add_argument(flag, type=str if f.name == "api_key" else int, default=default)
+        elif f.name in ("api_key", "num_spec_tokens", "tokenizer"):
+            p.add_argument(flag, type=int if f.name == "num_spec_tokens" else str, default=default)
         else:
             p.add_argument(flag, type=type(default), default=default)
     args = p.parse_args(argv)

@@ -7,7 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import alembic.command
@@ -107,7 +107,7 @@ def test_upgrade_creates_optuna_and_nova_schemas(url: str) -> None:
     upgrade(url)
     names = tables(url)
     assert {"studies", "trials", "alembic_version"} | NOVA_TABLES <= names
-    assert current(url) == head_revision() == "0001"
+    assert current(url) == head_revision() == "0002"
     engine = create_engine(url)
     with engine.connect() as conn:
         optuna_rev = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
@@ -116,7 +116,7 @@ def test_upgrade_creates_optuna_and_nova_schemas(url: str) -> None:
     assert optuna_rev == storage.get_head_version()
     storage.engine.dispose()
     upgrade(url)  # a second upgrade is a no-op
-    assert current(url) == "0001"
+    assert current(url) == "0002"
 
 
 def test_downgrade_drops_only_nova_table_then_upgrade_again(url: str) -> None:
@@ -128,6 +128,48 @@ def test_downgrade_drops_only_nova_table_then_upgrade_again(url: str) -> None:
     assert current(url) is None
     upgrade(url)
     assert tables(url) == before
+
+
+NEW_IN_0002 = ("goodput", "goodput_rate", "ttft_p999_ms", "tpot_p999_ms", "itl_p999_ms", "e2e_p999_ms")
+ROW_AT_0001 = (
+    "INSERT INTO nova_level_result (trial_id, study_name, trial_number, concurrency, output_throughput, "
+    "profile, engine_metrics, worker_host, gpu_ids, argv) "
+    "VALUES (3, 's', 0, 4, 12.5, '{}', '{}', 'h', '0', '[]')"
+)
+
+
+def columns(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        return {c["name"] for c in inspect(engine).get_columns("nova_level_result")}
+    finally:
+        engine.dispose()
+
+
+def test_0002_adds_the_goodput_and_p999_columns_and_keeps_rows(url: str) -> None:
+    upgrade(url, "0001")
+    assert current(url) == "0001" and not set(NEW_IN_0002) & columns(url)
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text(ROW_AT_0001))
+    engine.dispose()
+    upgrade(url)
+    assert current(url) == "0002" and set(NEW_IN_0002) <= columns(url)
+    with LevelStore(url) as store:
+        store.check_ready()
+        (old,) = store.rows("s")
+        assert old["output_throughput"] == 12.5 and all(old[c] is None for c in NEW_IN_0002)
+        record(store, 4, replace(level(8), goodput=2.5, goodput_rate=0.75, ttft_p999_ms=900.0))
+        new = store.rows("s")[1]
+    assert (new["goodput"], new["goodput_rate"], new["ttft_p999_ms"]) == (2.5, 0.75, 900.0)
+    downgrade(url, "0001")
+    assert current(url) == "0001" and not set(NEW_IN_0002) & columns(url)
+    with LevelStore(url) as store, pytest.raises(StorageError, match="revision '0001'"):
+        store.check_ready()
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM nova_level_result")).scalar_one() == 2
+    engine.dispose()
 
 
 def test_models_and_migration_agree(url: str) -> None:
@@ -281,7 +323,7 @@ def test_plain_alembic_cli_with_x_url_and_env(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
     )
-    assert current(f"sqlite:///{db}") == "0001"
+    assert current(f"sqlite:///{db}") == "0002"
     out = subprocess.run(
         [*alembic_cli, "current"],
         cwd=REPO,
@@ -290,6 +332,6 @@ def test_plain_alembic_cli_with_x_url_and_env(tmp_path: Path) -> None:
         text=True,
         env={**env, "NOVA_STORAGE": f"sqlite:///{db}"},
     )
-    assert "0001" in out.stdout
+    assert "0002" in out.stdout
     no_url = subprocess.run([*alembic_cli, "current"], cwd=REPO, env=env, capture_output=True, text=True)
     assert no_url.returncode != 0 and "no database URL" in no_url.stderr

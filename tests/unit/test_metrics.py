@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nova_search.engine.probe import parse_metrics
-from nova_search.metrics import LevelResult, engine_summary, summarize
+from nova_search.metrics import METRIC_NAMES, LevelResult, RequestSLO, engine_summary, summarize
 from nova_search.records import EngineSample, LevelRun, RequestRecord
 
 
@@ -457,3 +457,116 @@ def test_parsed_samples_feed_engine_summary() -> None:
     assert out["preemptions"] == pytest.approx(6.0)
     assert out["prefix_cache_hit_rate"] == pytest.approx(0.25)
     assert out["kv_cache_usage_peak"] == pytest.approx(0.375)
+
+
+# ---------------------------------------------------------------- p99.9
+
+
+def steady(send: float, *, ttft: float = 0.1, gap: float = 0.01, tokens: int = 3) -> RequestRecord:
+    """A request of ``tokens`` one-token chunks: one TTFT/TPOT/E2E sample, tokens - 1 ITL samples."""
+    return ok(send, [(send + ttft + i * gap, 1) for i in range(tokens)])
+
+
+def test_p999_needs_a_thousand_samples() -> None:
+    # 999 requests: 999 TTFT/TPOT/E2E samples, but 999 * 2 ITL samples
+    res = summarize(run_of(*(steady(float(i)) for i in range(999)), end=1000.0))
+    assert res.ttft_p999_ms is None and res.tpot_p999_ms is None and res.e2e_p999_ms is None
+    assert res.itl_p999_ms == pytest.approx(10.0)
+    assert res.ttft_p99_ms == pytest.approx(100.0)  # the other percentiles do not need as many
+
+
+def test_p999_matches_numpy_from_a_thousand_samples() -> None:
+    rng = np.random.default_rng(11)
+    records = [
+        steady(float(i), ttft=float(t), gap=float(g))
+        for i, (t, g) in enumerate(
+            zip(rng.lognormal(-2.0, 0.5, 1000), rng.uniform(0.005, 0.05, 1000), strict=True)
+        )
+    ]
+    res = summarize(run_of(*records, end=1000.0))
+    for name, values in (
+        ("ttft", [r.ttft for r in records]),
+        ("tpot", [r.tpot for r in records]),
+        ("e2e", [r.e2e for r in records]),
+        ("itl", [x for r in records for x in r.itls()]),
+    ):
+        arr = np.asarray(values) * 1000.0
+        assert getattr(res, f"{name}_p999_ms") == pytest.approx(np.percentile(arr, 99.9)), name
+        assert getattr(res, f"{name}_p999_ms") >= getattr(res, f"{name}_p99_ms")
+
+
+def test_p999_counts_only_successful_requests() -> None:
+    records = [steady(float(i)) for i in range(999)] + [failed(0.0, "HTTP 500", [(0.05, 1)])]
+    assert summarize(run_of(*records)).ttft_p999_ms is None
+
+
+def test_p999_is_undefined_without_samples() -> None:
+    res = summarize(run_of(failed(0.0, "HTTP 503")))
+    assert res.ttft_p999_ms is None and res.itl_p999_ms is None
+
+
+# ---------------------------------------------------------------- goodput
+
+# TTFT 100 / 200 / 400 ms; TPOT 100 / 80 / 50 ms; E2E 400 / 600 / 500 ms
+R4 = ok(2.0, [(2.4, 1), (2.45, 1), (2.5, 1)])  # TTFT 400, TPOT 50, E2E 500
+ONE_TOKEN = ok(3.0, [(3.05, 1)])  # TTFT 50, E2E 50, TPOT undefined
+
+
+def test_goodput_without_slos_is_request_throughput() -> None:
+    res = summarize(run_of(R1, R2, R3, R4))
+    assert res.goodput == res.request_throughput == pytest.approx(3 / 2.0)
+    assert res.goodput_rate == pytest.approx(3 / 4)  # the failure is a miss
+    assert summarize(run_of(R1, R2, R3, R4), slos=()).goodput == res.goodput
+
+
+def test_goodput_counts_requests_meeting_every_slo() -> None:
+    run = run_of(R1, R2, R3, R4)
+    ttft = summarize(run, slos=(RequestSLO(ttft_ms=250.0),))
+    assert ttft.goodput == pytest.approx(2 / 2.0) and ttft.goodput_rate == pytest.approx(2 / 4)
+    tpot = summarize(run, slos=(RequestSLO(tpot_ms=90.0),))  # R2 (80) and R4 (50)
+    assert tpot.goodput == pytest.approx(2 / 2.0)
+    e2e = summarize(run, slos=(RequestSLO(e2e_ms=500.0),))  # bounds are inclusive: R1 and R4
+    assert e2e.goodput_rate == pytest.approx(2 / 4)
+    both = summarize(run, slos=(RequestSLO(ttft_ms=250.0), RequestSLO(tpot_ms=90.0)))  # only R2
+    assert both.goodput == pytest.approx(1 / 2.0) and both.goodput_rate == pytest.approx(1 / 4)
+    one_record = summarize(run, slos=(RequestSLO(ttft_ms=250.0, tpot_ms=90.0),))
+    assert one_record.goodput == both.goodput
+    none_met = summarize(run, slos=(RequestSLO(ttft_ms=1.0),))
+    assert none_met.goodput == 0.0 and none_met.goodput_rate == 0.0
+    # goodput never changes the other figures
+    assert both.request_throughput == ttft.request_throughput == pytest.approx(3 / 2.0)
+
+
+def test_tpot_bound_does_not_apply_to_one_token_outputs() -> None:
+    slo = RequestSLO(ttft_ms=100.0, tpot_ms=1.0)
+    assert slo.met_by(ONE_TOKEN)
+    assert not RequestSLO(e2e_ms=10.0).met_by(ONE_TOKEN)
+    assert not slo.met_by(R1)  # its TPOT is 100 ms
+
+
+def test_failed_and_chunkless_requests_never_meet_an_slo() -> None:
+    assert not RequestSLO().met_by(R3)
+    assert RequestSLO().met_by(R1)  # no bound: any successful request
+    chunkless = RequestRecord(send_time=0.0, end_time=0.1, success=True)
+    assert not RequestSLO(ttft_ms=1000.0).met_by(chunkless)
+    assert RequestSLO(tpot_ms=10.0).met_by(chunkless)
+
+
+def test_goodput_rate_undefined_without_requests() -> None:
+    res = summarize(run_of(), slos=(RequestSLO(ttft_ms=100.0),))
+    assert res.goodput == 0.0 and res.goodput_rate is None
+
+
+@pytest.mark.parametrize("kw", [{"ttft_ms": 0.0}, {"tpot_ms": -1.0}, {"e2e_ms": float("nan")}])
+def test_request_slo_rejects_non_positive_bounds(kw: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="RequestSLO"):
+        RequestSLO(**kw)
+
+
+def test_new_fields_are_metrics_and_round_trip() -> None:
+    for name in ("goodput", "goodput_rate", "ttft_p999_ms", "tpot_p999_ms", "itl_p999_ms", "e2e_p999_ms"):
+        assert name in METRIC_NAMES
+    res = summarize(run_of(R1, R2, R3), slos=(RequestSLO(ttft_ms=150.0),))
+    assert LevelResult.from_dict(res.as_dict()) == res
+    old = {k: v for k, v in res.as_dict().items() if k not in ("goodput", "goodput_rate")}
+    assert LevelResult.from_dict(old).goodput is None  # levels stored before these fields

@@ -1,0 +1,89 @@
+"""`nova-search bench` against the shared real vLLM (CPU, tiny model): the profile it prints is
+complete and its counts exact. (The numeric comparison with `vllm bench serve` is a benchmark:
+benchmarks/crosscheck_vllm_bench.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_measures_a_running_vllm(shared_vllm):
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nova_search",
+            "bench",
+            "--url",
+            shared_vllm.base_url,
+            "--concurrency",
+            "1,4",
+            "--input-len",
+            "64",
+            "--output-len",
+            "32",
+            "--num-requests",
+            "12",
+            "--warmup",
+            "2",
+            "--vocab-size",
+            "2048",
+            "--cpus",
+            "1",
+            "--json",
+        ],
+        cwd=REPO,
+        env={**os.environ, "NOVA_BENCH_API_KEY": shared_vllm.api_key},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    levels = json.loads(r.stdout)
+    assert [lv["concurrency"] for lv in levels] == [1, 4]
+    for lv in levels:
+        assert lv["completed"] == 12 and lv["errors"] == 0
+        assert lv["output_tokens"] == 12 * 32 and lv["input_tokens"] == 12 * 64
+        assert lv["ttft_p50_ms"] > 0 and lv["e2e_p99_ms"] >= lv["ttft_p99_ms"]
+        assert lv["output_throughput"] == pytest.approx(lv["output_tokens"] / lv["duration_s"])
+        assert lv["kv_cache_usage_peak"] is not None  # /metrics was sampled during the window
+
+
+def test_bench_without_a_key_is_refused_and_reported(shared_vllm):
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nova_search",
+            "bench",
+            "--url",
+            shared_vllm.base_url,
+            "--model",
+            "tiny",
+            "--concurrency",
+            "1",
+            "--num-requests",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+        ],
+        cwd=REPO,
+        env={k: v for k, v in os.environ.items() if k != "NOVA_BENCH_API_KEY"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0
+    (level,) = json.loads(r.stdout)
+    assert level["errors"] == 2 and level["completed"] == 0
+    assert "HTTP 401" in level["first_errors"][0]
