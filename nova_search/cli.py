@@ -174,7 +174,7 @@ def create_cmd(
 
 @app.command()
 def worker(
-    study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name.")],
+    study: Annotated[str, typer.Argument(metavar="STUDY", envvar="NOVA_STUDY", help="The study name.")],
     storage: StorageOpt = None,
     gpus: GpusOpt = None,
     max_trials: Annotated[
@@ -309,6 +309,168 @@ def tiny_model(
 
     path = build_tiny_model(out_dir)
     console.print(f"tiny model written to {path} (EAGLE-3 drafter in {path / 'eagle3'})")
+
+
+# ---------------------------------------------------------------- inspect and consume the results
+# (best, export, status, report: read-only commands over nova_search.api)
+
+BEST_FORMATS = ("json", "argv", "yaml")
+
+
+def _choice(flag: str, value: str, valid: tuple[str, ...]) -> str:
+    if value not in valid:
+        raise SpecError(f"{flag} {value!r}: valid values are {', '.join(valid)}")
+    return value
+
+
+def _conditions(where: list[str] | None) -> list[Any]:
+    from nova_search.api import parse_condition
+
+    out = []
+    for text in where or []:
+        try:
+            out.append(parse_condition(text))
+        except SpecError as e:
+            raise SpecError(f"--where: {e}") from None
+    return out
+
+
+def _objective(text: str | None, results: Any) -> Any:
+    from nova_search.api import resolve_objective
+
+    if text is None:
+        return None
+    try:
+        return resolve_objective(text, results.objectives if results is not None else ())
+    except SpecError as e:
+        valid = ", ".join(o.name for o in results.objectives) if results is not None else ""
+        hint = f" (this study's objectives: {valid})" if valid else ""
+        raise SpecError(f"--objective: {e}{hint}") from None
+
+
+def _emit(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+@app.command("best")
+def best_cmd(
+    study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name.")],
+    storage: StorageOpt = None,
+    objective: Annotated[
+        str | None,
+        typer.Option(
+            "--objective",
+            help="Pick the single best by this metric: an objective (output_throughput@best) or "
+            "metric@level (ttft_p99_ms@32). Default: the Pareto front.",
+        ),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--where", help="Keep trials where metric OP value[@level] holds, e.g. ttft_p99_ms<=500@32."
+        ),
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="json, argv (the top trial's command) or yaml.")
+    ] = "json",
+) -> None:
+    """The best feasible COMPLETE trials: the Pareto front, or the single best by --objective."""
+    import shlex
+
+    import yaml
+
+    from nova_search.api import best_of, dumps_json, load_results, trial_dict
+
+    _guard(lambda: _choice("--format", fmt, BEST_FORMATS))
+    conditions = _guard(lambda: _conditions(where))
+    _guard(lambda: _objective(objective, None))
+    results = _guard(lambda: load_results(study, _storage_url(storage, None)))
+    chosen = _guard(lambda: _objective(objective, results))
+    found = best_of(results, objective=chosen, where=conditions)
+    if not found:
+        extra = f" with {' and '.join(str(c) for c in conditions)}" if conditions else ""
+        _fail(NovaError(f"no feasible COMPLETE trial in study {study!r}{extra}"))
+    if fmt == "argv":
+        _emit(shlex.join(found[0].deployable_argv))
+        return
+    payload = [trial_dict(t, results.objectives) for t in found]
+    _emit(dumps_json(payload) if fmt == "json" else yaml.safe_dump(payload, sort_keys=False))
+
+
+@app.command("export")
+def export_cmd(
+    study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name.")],
+    storage: StorageOpt = None,
+    trial: Annotated[
+        int | None,
+        typer.Option("--trial", help="Trial number. Default: the top feasible trial by the first objective."),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="vllm (a command line), compose or k8s.")] = "vllm",
+) -> None:
+    """Print a trial's configuration ready to deploy: a vllm command, a compose service, a k8s Deployment."""
+    from nova_search.api import EXPORT_FORMATS, export_launch, load_results, top_trial
+
+    _guard(lambda: _choice("--format", fmt, EXPORT_FORMATS))
+    results = _guard(lambda: load_results(study, _storage_url(storage, None)))
+    if trial is None:
+        chosen = top_trial(results)
+        if chosen is None:
+            _fail(NovaError(f"no feasible COMPLETE trial in study {study!r} to export; pick one: --trial"))
+    else:
+        try:
+            chosen = results.trial(trial)
+        except KeyError:
+            _fail(NovaError(f"study {study!r} has no trial {trial}"))
+    _emit(_guard(lambda: export_launch(chosen, fmt)))
+
+
+@app.command("status")
+def status_cmd(
+    study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name.")],
+    storage: StorageOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+) -> None:
+    """Trials by state, workers seen recently, the best so far per objective, and an ETA."""
+    from dataclasses import asdict
+
+    from nova_search.api import dumps_json, load_results
+    from nova_search.status import status_lines, study_status
+
+    results = _guard(lambda: load_results(study, _storage_url(storage, None)))
+    st = study_status(results)
+    if as_json:
+        _emit(dumps_json(asdict(st) | {"remaining": st.remaining}))
+        return
+    _emit("\n".join(status_lines(st)))
+
+
+@app.command("report")
+def report_cmd(
+    study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name.")],
+    storage: StorageOpt = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="The HTML file to write.")] = "report.html",
+    gpu_hour_usd: Annotated[
+        float | None,
+        typer.Option("--gpu-hour-usd", help="Price of one GPU-hour (> 0), for cost per 1M tokens."),
+    ] = None,
+) -> None:
+    """Write a self-contained HTML report: stock vs tuned, latency, Pareto, hypervolume, importances."""
+    import math
+
+    from nova_search.api import load_results
+    from nova_search.report.data import build_report_data
+    from nova_search.report.html import write_report
+
+    if gpu_hour_usd is not None and not (math.isfinite(gpu_hour_usd) and gpu_hour_usd > 0):
+        _fail(SpecError(f"--gpu-hour-usd {gpu_hour_usd!r}: give a price above 0, e.g. 2.5"))
+    results = _guard(lambda: load_results(study, _storage_url(storage, None)))
+    data = build_report_data(results, gpu_hour_usd=gpu_hour_usd)
+    try:
+        path = write_report(data, output)
+    except OSError as e:
+        _fail(NovaError(f"cannot write {output}: {e.strerror or e}"))
+    summary = f"{len(data.trials)} trials, {len(data.notes)} notes on missing data"
+    console.print(f"report written to {path} ({summary})", highlight=False)
 
 
 def main() -> None:

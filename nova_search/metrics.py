@@ -223,3 +223,47 @@ def engine_summary(samples: tuple[EngineSample, ...]) -> dict[str, Any]:
         first, last = samples[0].accepted_per_pos, samples[-1].accepted_per_pos
         out["spec_accepted_per_pos"] = [(last[p] - first.get(p, 0.0)) / drafts for p in sorted(last)]
     return out
+
+
+#: the metrics that get a confidence interval when a level is measured in several windows
+HEADLINE = (
+    "output_throughput",
+    "total_token_throughput",
+    "request_throughput",
+    "goodput",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "itl_p50_ms",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+)
+_SUMMED = ("requests", "completed", "errors", "input_tokens", "output_tokens", "duration_s")
+
+
+def combine_repeats(results: Sequence[LevelResult]) -> LevelResult:
+    """One level measured in several windows -> its LevelResult: counts and durations summed, error
+    rate over all requests, every other figure the median of the windows (None where all are None)."""
+    if len(results) == 1:
+        return results[0]
+    first = results[0]
+    values: dict[str, Any] = {"concurrency": first.concurrency}
+    for f in fields(LevelResult):
+        name = f.name
+        if name == "concurrency":
+            continue
+        column = [getattr(r, name) for r in results]
+        if name in _SUMMED:
+            values[name] = sum(column)
+        elif name == "first_errors":
+            values[name] = list(dict.fromkeys(e for r in results for e in r.first_errors))[:3]
+        elif name == "spec_accepted_per_pos":
+            rows = [c for c in column if c]
+            width = min((len(c) for c in rows), default=0)
+            values[name] = [float(np.median([c[i] for c in rows])) for i in range(width)]
+        else:
+            present = [v for v in column if v is not None]
+            values[name] = float(np.median(present)) if present else None
+    values["error_rate"] = values["errors"] / values["requests"] if values["requests"] else 1.0
+    return LevelResult(**values)

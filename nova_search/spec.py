@@ -402,6 +402,9 @@ class SweepSpec(_Model):
     metrics_interval_s: float = Field(default=0.5, gt=0)
     #: CPU cores the load generator is pinned to while it measures (see engine.cpus)
     client_cpus: list[int] | None = Field(default=None, min_length=1)
+    #: measurement windows per level, each with its own prompts; the level's figures are the medians
+    #: and every headline metric gets a confidence interval (needs >= 2; 5+ for verdicts)
+    repeats: int = Field(default=1, ge=1, le=50)
 
     @field_validator("concurrency")
     @classmethod
@@ -493,6 +496,20 @@ def _known_metric(v: str) -> str:
     return v
 
 
+class SLOSpec(_Model):
+    """Per-request latency limits (ms) that goodput counts: a request is good when it meets all."""
+
+    ttft_ms: float | None = Field(default=None, gt=0)
+    tpot_ms: float | None = Field(default=None, gt=0)
+    e2e_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _some(self) -> SLOSpec:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("give at least one of ttft_ms, tpot_ms, e2e_ms")
+        return self
+
+
 class BudgetSpec(_Model):
     #: trials counted across every worker (complete, pruned and failed alike)
     n_trials: int = Field(default=10, gt=0)
@@ -512,6 +529,8 @@ class StudySpec(_Model):
     sweep: SweepSpec
     objectives: list[ObjectiveSpec] = Field(min_length=1)
     constraints: list[ConstraintSpec] = Field(default_factory=list)
+    #: per-request SLO for goodput (leave out: every successful request counts as good)
+    slo: SLOSpec | None = None
     #: baseline trials enqueued first; "stock" runs the model on engine.defaults alone
     baselines: list[Literal["stock"]] = Field(default_factory=lambda: ["stock"])
     budget: BudgetSpec = Field(default_factory=BudgetSpec)

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import optuna
 
 from nova_search import objectives as obj
+from nova_search.analysis import find_saturation, median_ci
 from nova_search.engine.command import build_launch, served_name
 from nova_search.engine.config import EngineConfig
 from nova_search.engine.probe import read_version
@@ -30,7 +31,7 @@ from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.runner import LevelPlan, run_level, take
 from nova_search.loadgen.workload import level_seed, prompt_source
-from nova_search.metrics import LevelResult, summarize
+from nova_search.metrics import HEADLINE, LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.retry import retrying
 from nova_search.space import ROLE_ATTR, Facts, incompatibilities, sample, stock_config
 from nova_search.spec import StudySpec
@@ -47,6 +48,13 @@ A_ENGINE_VERSION = "nova:engine_version"
 A_WORKER = "nova:worker"
 A_SUMMARY = "nova:summary"
 A_LOG_PATH = "nova:server_log"
+A_REPEATS = "nova:repeats"
+A_INTERVALS = "nova:intervals"
+A_SATURATION = "nova:saturation"
+A_WARNINGS = "nova:warnings"
+
+#: share of one core above which the load generator may be what limits the measurement
+CLIENT_CPU_WARN = 0.8
 
 
 class Reporter(Protocol):
@@ -206,38 +214,69 @@ def _measure(
     spec = ctx.spec
     sweep = spec.sweep
     source = prompt_source(spec.workload, spec.model)
+    slos = (RequestSLO(**spec.slo.model_dump()),) if spec.slo else None
     levels: list[LevelResult] = []
+    repeats: dict[str, list[dict[str, Any]]] = {}
+    intervals: dict[str, dict[str, Any]] = {}
+    warnings: list[str] = []
     measured = 0.0
     for i, c in enumerate(sweep.concurrency):
-        ctx.reporter.phase(trial.number, f"concurrency {c}")
-        warm = source.prompts(level_seed(spec.workload.seed, i, warmup=True))
-        prompts = source.prompts(level_seed(spec.workload.seed, i))
-        plan = LevelPlan(
-            concurrency=c,
-            warmup=take(warm, sweep.warmup_requests),
-            prompts=take(prompts, sweep.requests) if sweep.requests else prompts,
-            duration_s=sweep.duration_s,
-            request_timeout_s=sweep.request_timeout_s,
-            metrics_url=f"{server.base_url}/metrics",
-            metrics_interval_s=sweep.metrics_interval_s,
-            arrival=spec.workload.arrival,
-            arrival_seed=level_seed(spec.workload.seed, i),
-        )
-        run = run_level(target, plan, sweep.client_cpus)
-        measured += run.window_end - run.window_start
-        if not server.alive():
-            raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))
-        level = summarize(run)
+        windows: list[LevelResult] = []
+        last_sample: dict[str, float] = {}
+        for r in range(sweep.repeats):
+            ctx.reporter.phase(
+                trial.number,
+                f"concurrency {c}" + (f" · window {r + 1}/{sweep.repeats}" if sweep.repeats > 1 else ""),
+            )
+            seed = level_seed(spec.workload.seed, i, repeat=r)
+            prompts = source.prompts(seed)
+            plan = LevelPlan(
+                concurrency=c,
+                # the warmup runs once per level, before its first window
+                warmup=take(
+                    source.prompts(level_seed(spec.workload.seed, i, warmup=True)), sweep.warmup_requests
+                )
+                if r == 0
+                else (),
+                prompts=take(prompts, sweep.requests) if sweep.requests else prompts,
+                duration_s=sweep.duration_s,
+                request_timeout_s=sweep.request_timeout_s,
+                metrics_url=f"{server.base_url}/metrics",
+                metrics_interval_s=sweep.metrics_interval_s,
+                arrival=spec.workload.arrival,
+                arrival_seed=seed,
+            )
+            run = run_level(target, plan, sweep.client_cpus)
+            measured += run.window_end - run.window_start
+            if not server.alive():
+                raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))
+            windows.append(summarize(run, slos))
+            last_sample = run.engine_samples[-1].values if run.engine_samples else last_sample
+        level = combine_repeats(windows)
         levels.append(level)
+        if sweep.repeats > 1:
+            repeats[str(c)] = [{m: getattr(w, m) for m in HEADLINE} for w in windows]
+            intervals[str(c)] = _intervals(windows)
+        if (level.client_cpu_share or 0.0) > CLIENT_CPU_WARN:
+            warnings.append(
+                f"concurrency {c}: the load generator used {level.client_cpu_share:.0%} of a core; it may "
+                "be the bottleneck (pin it away from the engine with sweep.client_cpus, or lower the level)"
+            )
+            ctx.reporter.phase(trial.number, "warning: " + warnings[-1])
         ctx.sink.record(
             trial=trial,
             level=level,
-            engine_metrics=run.engine_samples[-1].values if run.engine_samples else {},
+            engine_metrics=last_sample,
             argv=list(argv),
             engine_version=version,
             gpus=ctx.gpus,
         )
         _set(trial, ctx, A_LEVELS, [lv.as_dict() for lv in levels])
+        if repeats:
+            _set(trial, ctx, A_REPEATS, repeats)
+            _set(trial, ctx, A_INTERVALS, intervals)
+        if warnings:
+            _set(trial, ctx, A_WARNINGS, warnings)
         timing["measure_s"] = measured
         if level.error_rate > sweep.max_error_rate:
             raise TrialFailure(
@@ -246,7 +285,20 @@ def _measure(
                 f"sweep.max_error_rate {sweep.max_error_rate:.1%}; first errors: {level.first_errors}",
                 tail(server.log_path),
             )
+    throughputs = {int(c): [w["output_throughput"] for w in ws] for c, ws in repeats.items()}
+    saturation = find_saturation(levels, throughputs or None)
+    _set(trial, ctx, A_SATURATION, saturation.as_dict())
     return levels
+
+
+def _intervals(windows: list[LevelResult]) -> dict[str, Any]:
+    """A median confidence interval per headline metric over a level's windows."""
+    out: dict[str, Any] = {}
+    for m in HEADLINE:
+        values = [v for w in windows if (v := getattr(w, m)) is not None]
+        if values:
+            out[m] = median_ci(values).as_dict()
+    return out
 
 
 def _record_failure(trial: optuna.Trial, ctx: TrialContext, reason: str, message: str, log_tail: str) -> None:

@@ -103,7 +103,7 @@ def shared_vllm(engine_python: str, tiny_model: Path, tmp_path_factory: pytest.T
         extra_args=["--enforce-eager", "--load-format", "dummy"],
     )
     model = ModelSpec(path=str(tiny_model), served_name="tiny")
-    config = EngineConfig(max_model_len=2048, gpu_memory_utilization=0.3, max_num_seqs=16)
+    config = EngineConfig(max_model_len=2048, gpu_memory_utilization=0.15, max_num_seqs=16)
     plan = build_launch(engine, model, config, port=free_port(), api_key=os.urandom(12).hex())
     log = tmp_path_factory.mktemp("shared-vllm") / "server.log"
     with Server(plan, log, boot_timeout_s=300) as server:

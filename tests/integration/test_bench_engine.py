@@ -87,3 +87,32 @@ def test_bench_without_a_key_is_refused_and_reported(shared_vllm):
     (level,) = json.loads(r.stdout)
     assert level["errors"] == 2 and level["completed"] == 0
     assert "HTTP 401" in level["first_errors"][0]
+
+
+def test_a_a_run_on_the_real_engine_reports_no_verified_gain(shared_vllm):
+    """The same configuration measured twice with the same workload seeds is not a verified gain."""
+    from nova_search.analysis import compare
+    from nova_search.bench import BenchPlan, run_bench
+    from nova_search.spec import WorkloadSpec
+
+    def windows() -> list[float]:
+        out = []
+        for seed in range(4):
+            plan = BenchPlan(
+                url=shared_vllm.base_url,
+                concurrency=(4,),
+                api_key=shared_vllm.api_key,
+                model="tiny",
+                num_requests=12,
+                warmup_requests=2 if seed == 0 else 0,
+                vocab_size=2048,
+                cpus=(1,),
+                workload=WorkloadSpec(input_len=64, output_len=32, seed=seed),
+            )
+            (level,) = run_bench(plan)
+            out.append(level.output_throughput)
+        return out
+
+    a, b = windows(), windows()
+    result = compare(a, b, higher_is_better=True)
+    assert not result.verified, result.summary()

@@ -28,6 +28,8 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     before = vllm_processes()
     raw = tiny_spec(tiny_model, budget={"n_trials": 4})
     raw["space"]["speculative"]["method"] = {"choices": ["none", "ngram", "suffix"]}
+    raw["sweep"]["repeats"] = 2
+    raw["slo"] = {"ttft_ms": 60000}
     spec = parse_spec(raw)
     url = f"sqlite:///{tmp_path}/study.db"
     study = nova_study.create(spec, url, "e2e")
@@ -100,8 +102,9 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     levels = ngram.user_attrs[A_LEVELS]
     assert [lv["concurrency"] for lv in levels] == [1, 2]
     for lv in levels:
-        assert lv["completed"] == 6 and lv["errors"] == 0
-        assert lv["output_tokens"] == 6 * 24
+        assert lv["completed"] == 12 and lv["errors"] == 0  # two windows of 6 requests
+        assert lv["output_tokens"] == 12 * 24
+        assert lv["goodput"] == pytest.approx(lv["request_throughput"])  # every request met a 60 s TTFT
         assert lv["output_throughput"] > 0 and lv["ttft_p50_ms"] > 0
         assert lv["spec_acceptance_rate"] is not None  # drafts were proposed and counted
     best_tput = max(lv["output_throughput"] for lv in levels)
@@ -109,6 +112,12 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     assert ngram.values[1] == pytest.approx(levels[1]["ttft_p99_ms"])
     assert ngram.constraints == {"ttft_p99_ms<=60000@2": pytest.approx(levels[1]["ttft_p99_ms"] - 60000)}
     assert ngram.user_attrs[A_TIMING]["boot_s"] > 1
+    # repeated windows: per-window figures, a median interval per headline metric, the saturation read
+    for c in ("1", "2"):
+        assert len(ngram.user_attrs["nova:repeats"][c]) == 2
+        ci = ngram.user_attrs["nova:intervals"][c]["output_throughput"]
+        assert ci["low"] <= ci["mid"] <= ci["high"]
+    assert "limiter" in ngram.user_attrs["nova:saturation"]
 
     # suffix decoding cannot boot here: classified, with the engine's own words in the log tail
     assert suffix.state == optuna.trial.TrialState.FAIL

@@ -1,0 +1,431 @@
+"""The report as one self-contained HTML file: plotly figures drawn from ``report.data`` records,
+the same data as HTML tables, and plain sentences wherever data is missing.
+
+plotly.js is inlined once (in ``<head>``), every figure is a ``plotly.io.to_html(full_html=False,
+include_plotlyjs=False)`` div, so the file opens offline. ``write_report`` writes atomically (a
+temporary file in the same folder, then ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from nova_search.report.data import LATENCY_METRICS, ReportData
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f3f3f3; } td.text { text-align: left; }
+p.missing { color: #8a4b00; background: #fff6e5; padding: 0.4em 0.8em; border-left: 3px solid #e0a030; }
+"""
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, tuple | list):
+        return ", ".join(_fmt(x) for x in v)
+    return str(v)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "") -> str:
+    """An HTML table; every cell escaped, numbers to 4 significant digits, None as a dash."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        cells = []
+        for v in row:
+            text_cls = ' class="text"' if isinstance(v, str) else ""
+            cells.append(f"<td{text_cls}>{html.escape(_fmt(v))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _missing(text: str) -> str:
+    return f'<p class="missing">{html.escape(text)}</p>'
+
+
+def _div(fig: go.Figure) -> str:
+    fig.update_layout(template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 50})
+    return pio.to_html(fig, full_html=False, include_plotlyjs=False, config={"displaylogo": False})
+
+
+# ---------------------------------------------------------------- figures (from data only)
+
+
+def throughput_figure(data: ReportData) -> go.Figure | None:
+    if not data.throughput:
+        return None
+    fig = go.Figure()
+    xs = [r.concurrency for r in data.throughput]
+    for name, ys in (
+        (f"stock (trial {data.stock_trial})", [r.stock_tok_s for r in data.throughput]),
+        (f"tuned (trial {data.tuned_trial})", [r.tuned_tok_s for r in data.throughput]),
+    ):
+        if any(y is not None for y in ys):
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=name))
+    fig.update_layout(
+        title="Output throughput per concurrency", xaxis_title="concurrency", yaxis_title="tok/s"
+    )
+    fig.update_xaxes(type="category")
+    return fig
+
+
+def latency_figure(data: ReportData) -> go.Figure | None:
+    if not data.latency:
+        return None
+    fig = make_subplots(
+        rows=1, cols=len(LATENCY_METRICS), subplot_titles=[f"{m.upper()} p99 (ms)" for m in LATENCY_METRICS]
+    )
+    for which in ("stock", "tuned"):
+        rows = [r for r in data.latency if r.which == which]
+        if not rows:
+            continue
+        for col, m in enumerate(LATENCY_METRICS, start=1):
+            fig.add_trace(
+                go.Scatter(
+                    x=[str(r.concurrency) for r in rows],
+                    y=[getattr(r, f"{m}_p99_ms") for r in rows],
+                    mode="lines+markers",
+                    name=f"{which} (trial {rows[0].trial_number})",
+                    legendgroup=which,
+                    showlegend=col == 1,
+                    line={"color": "#636efa" if which == "stock" else "#ef553b"},
+                ),
+                row=1,
+                col=col,
+            )
+    fig.update_layout(title="Latency p99 per concurrency")
+    return fig
+
+
+def pareto_figure(data: ReportData) -> go.Figure | None:
+    if not data.pareto or not data.objectives:
+        return None
+    objs = data.objectives
+    fig = go.Figure()
+    groups = (
+        ("Pareto front", [p for p in data.pareto if p.on_front], "#ef553b"),
+        ("feasible", [p for p in data.pareto if p.feasible and not p.on_front], "#636efa"),
+        ("infeasible", [p for p in data.pareto if not p.feasible], "#bbbbbb"),
+    )
+    for name, pts, color in groups:
+        if not pts:
+            continue
+        if len(objs) >= 2:
+            x, y = [p.values[0] for p in pts], [p.values[1] for p in pts]
+        else:
+            x, y = [p.trial_number for p in pts], [p.values[0] for p in pts]
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="markers",
+                name=name,
+                marker={"size": 11, "color": color},
+                text=[f"trial {p.trial_number} ({p.role})" for p in pts],
+                hovertemplate="%{text}<br>%{x:.4g}, %{y:.4g}<extra></extra>",
+            )
+        )
+    if len(objs) >= 2:
+        fig.update_layout(
+            title="Objectives and the Pareto front", xaxis_title=objs[0].name, yaxis_title=objs[1].name
+        )
+    else:
+        fig.update_layout(title=f"{objs[0].name} per trial", xaxis_title="trial", yaxis_title=objs[0].name)
+    return fig
+
+
+def hypervolume_figure(data: ReportData) -> go.Figure | None:
+    if not data.hypervolume:
+        return None
+    fig = go.Figure(
+        go.Scatter(
+            x=list(range(1, len(data.hypervolume) + 1)),
+            y=[p.hypervolume for p in data.hypervolume],
+            mode="lines+markers",
+            text=[f"after trial {p.trial_number}" for p in data.hypervolume],
+            hovertemplate="%{text}: %{y:.4g}<extra></extra>",
+            name="hypervolume",
+        )
+    )
+    fig.update_layout(
+        title="Hypervolume history", xaxis_title="feasible COMPLETE trials so far", yaxis_title="hypervolume"
+    )
+    return fig
+
+
+def importance_figure(data: ReportData) -> go.Figure | None:
+    shown = [imp for imp in data.importances if imp.importances]
+    if not shown:
+        return None
+    fig = go.Figure()
+    for imp in shown:
+        fig.add_trace(
+            go.Bar(x=[k for k, _ in imp.importances], y=[v for _, v in imp.importances], name=imp.objective)
+        )
+    fig.update_layout(title="Parameter importances", barmode="group", yaxis_title="importance")
+    return fig
+
+
+def acceptance_figure(data: ReportData) -> go.Figure | None:
+    rows = [r for r in data.acceptance if r.acceptance_rate is not None]
+    if not rows:
+        return None
+    fig = go.Figure()
+    for n in sorted({r.trial_number for r in rows}):
+        mine = [r for r in rows if r.trial_number == n]
+        label = f"trial {n} ({mine[0].method or '?'}/k{mine[0].num_speculative_tokens or '?'})"
+        fig.add_trace(
+            go.Scatter(
+                x=[str(r.concurrency) for r in mine],
+                y=[r.acceptance_rate for r in mine],
+                mode="lines+markers",
+                name=label,
+            )
+        )
+    fig.update_layout(
+        title="Draft acceptance rate", xaxis_title="concurrency", yaxis_title="accepted / drafted"
+    )
+    return fig
+
+
+# ---------------------------------------------------------------- sections
+
+
+def _section(title: str, parts: list[str]) -> str:
+    return f"<section><h2>{html.escape(title)}</h2>{''.join(parts)}</section>"
+
+
+def _with_figure(parts: list[str], make: Callable[[ReportData], go.Figure | None], data: ReportData) -> None:
+    fig = make(data)
+    if fig is not None:
+        parts.append(_div(fig))
+
+
+def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
+    """The whole report as one HTML document (plotly.js inlined once)."""
+    generated = generated or datetime.now()
+    objs = ", ".join(f"{o.name} ({o.direction})" for o in data.objectives) or "none"
+    sections: list[str] = []
+
+    summary = [
+        table(
+            ["study", "storage", "objectives", "stock trial", "best tuned trial"],
+            [[data.study_name, data.storage, objs, data.stock_trial, data.tuned_trial]],
+            "summary",
+        )
+    ]
+    summary += [_missing(n) for n in data.notes]
+    sections.append(_section("Summary", summary))
+
+    parts: list[str] = []
+    if data.throughput:
+        parts.append(
+            table(
+                ["concurrency", "stock tok/s", "tuned tok/s", "% vs stock"],
+                [[r.concurrency, r.stock_tok_s, r.tuned_tok_s, r.delta_pct] for r in data.throughput],
+                "throughput",
+            )
+        )
+        _with_figure(parts, throughput_figure, data)
+    else:
+        parts.append(_missing("No stock baseline and no tuned trial measured any level."))
+    sections.append(_section("Stock vs best tuned: output throughput", parts))
+
+    parts = []
+    if data.latency:
+        headers = ["concurrency", "which", "trial"] + [
+            f"{m.upper()} {s} (ms)" for m in LATENCY_METRICS for s in ("mean", "p99")
+        ]
+        rows = [
+            [r.concurrency, r.which, r.trial_number]
+            + [getattr(r, f"{m}_{s}_ms") for m in LATENCY_METRICS for s in ("mean", "p99")]
+            for r in data.latency
+        ]
+        parts.append(table(headers, rows, "latency"))
+        _with_figure(parts, latency_figure, data)
+    else:
+        parts.append(_missing("No latency to compare: neither a stock nor a tuned trial measured a level."))
+    sections.append(_section("Latency", parts))
+
+    parts = []
+    if data.cost:
+        parts.append(
+            f"<p>At ${data.gpu_hour_usd:g} per GPU-hour: price x GPUs / (tok/s x 3600) x 1e6.</p>"
+            + table(
+                ["concurrency", "which", "trial", "GPUs", "tok/s", "$ per 1M output tokens"],
+                [
+                    [r.concurrency, r.which, r.trial_number, r.gpus, r.tok_s, r.usd_per_1m_tokens]
+                    for r in data.cost
+                ],
+                "cost",
+            )
+        )
+    else:
+        parts.append(
+            _missing(
+                "No price given (--gpu-hour-usd): cost per 1M tokens omitted."
+                if data.gpu_hour_usd is None
+                else "No level with output throughput to price."
+            )
+        )
+    sections.append(_section("Cost per 1M output tokens", parts))
+
+    parts = []
+    if data.pareto:
+        names = [o.name for o in data.objectives]
+        parts.append(
+            table(
+                ["trial", "role", *names, "feasible", "on the Pareto front"],
+                [[p.trial_number, p.role, *p.values, p.feasible, p.on_front] for p in data.pareto],
+                "pareto",
+            )
+        )
+        _with_figure(parts, pareto_figure, data)
+    else:
+        parts.append(_missing("No COMPLETE trial: no objective values to show."))
+    sections.append(_section("Pareto front", parts))
+
+    parts = []
+    if data.hypervolume:
+        ref = ", ".join(
+            f"{o.name}={v:.4g}"
+            for o, v in zip(data.objectives, data.hypervolume_reference or (), strict=False)
+        )
+        parts.append(
+            f"<p>Reference point (each objective's worst feasible value, 10 % of its range further): "
+            f"{html.escape(ref)}.</p>"
+        )
+        parts.append(
+            table(
+                ["after trial", "hypervolume"],
+                [[p.trial_number, p.hypervolume] for p in data.hypervolume],
+                "hypervolume",
+            )
+        )
+        _with_figure(parts, hypervolume_figure, data)
+    else:
+        parts.append(_missing("No feasible COMPLETE trial: no hypervolume history."))
+    sections.append(_section("Hypervolume history", parts))
+
+    parts = []
+    if data.importances:
+        rows = [[imp.objective, k, v, ""] for imp in data.importances for k, v in imp.importances]
+        rows += [[imp.objective, "", None, imp.note] for imp in data.importances if not imp.importances]
+        parts.append(table(["objective", "parameter", "importance", "note"], rows, "importances"))
+        _with_figure(parts, importance_figure, data)
+    else:
+        parts.append(
+            _missing("Parameter importances need at least 2 COMPLETE trials with searched parameters.")
+        )
+    sections.append(_section("Parameter importances", parts))
+
+    parts = []
+    if data.saturation:
+        parts.append(
+            table(
+                ["trial", "role", "saturates at", "tok/s there", "limiter", "explanation"],
+                [
+                    [r.trial_number, r.role, r.concurrency, r.output_throughput, r.limiter, r.explanation]
+                    for r in data.saturation
+                ],
+                "saturation",
+            )
+        )
+    else:
+        parts.append(_missing("No trial measured two or more levels: saturation cannot be judged."))
+    sections.append(_section("Saturation", parts))
+
+    parts = []
+    if data.acceptance:
+        parts.append(
+            table(
+                ["trial", "role", "method", "k", "concurrency", "acceptance rate", "mean acceptance length"],
+                [
+                    [
+                        r.trial_number,
+                        r.role,
+                        r.method,
+                        r.num_speculative_tokens,
+                        r.concurrency,
+                        r.acceptance_rate,
+                        r.mean_acceptance_length,
+                    ]
+                    for r in data.acceptance
+                ],
+                "acceptance",
+            )
+        )
+        _with_figure(parts, acceptance_figure, data)
+    else:
+        parts.append(_missing("No speculative-decoding acceptance was measured in this study."))
+    sections.append(_section("Speculative decoding acceptance", parts))
+
+    names = [o.name for o in data.objectives]
+    trial_rows = []
+    for t in data.trials:
+        vals = list(t.values) if t.values is not None else [None] * len(names)
+        trial_rows.append([t.number, t.state, t.role, t.feasible, *vals, t.config, t.reason])
+    sections.append(
+        _section(
+            "All trials",
+            [
+                table(
+                    ["trial", "state", "role", "feasible", *names, "configuration", "reason"],
+                    trial_rows,
+                    "trials",
+                )
+            ],
+        )
+    )
+
+    title = f"nova-search report: {data.study_name}"
+    stamp = generated.strftime("%Y-%m-%d %H:%M:%S")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
+        f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>'
+        f"<h1>{html.escape(title)}</h1>"
+        f"<p>Generated {html.escape(stamp)} from {html.escape(data.storage)}.</p>"
+        + "".join(sections)
+        + "</body></html>\n"
+    )
+
+
+def write_report(data: ReportData, path: str | os.PathLike[str]) -> Path:
+    """Render and write atomically: a temporary file beside ``path``, then ``os.replace``."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = render_html(data)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; give it what a plain open() would
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out

@@ -1,0 +1,191 @@
+"""Where a running study stands: trials by state, the workers seen lately, the best so far per
+objective, and an ETA. A pure function of ``api.StudyResults`` (and the current time).
+
+Workers are read from the trials themselves (no registry): each trial stores ``nova:worker`` (host
+and GPU group), and Optuna stores when it started and finished. A worker slot is *active* when it
+runs a trial now; it is *seen recently* when it is active or finished a trial within ``recent_s``.
+
+ETA = (remaining budget x mean duration of finished trials + what is left of the running trials,
+each at most the mean) / active slots. Optuna records naive local times, so ``now`` is local too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from nova_search.api import StudyResults, TrialResult
+
+STATES = ("COMPLETE", "RUNNING", "WAITING", "PRUNED", "FAIL")
+#: a slot that finished a trial this long ago (seconds) still counts as seen recently
+RECENT_S = 900.0
+
+
+@dataclass(frozen=True)
+class WorkerSeen:
+    host: str
+    gpus: tuple[int, ...]
+    #: the trial it runs now, None when idle
+    running_trial: int | None
+    last_seen: datetime
+    trials_finished: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.host} [gpus {','.join(map(str, self.gpus))}]" if self.gpus else self.host
+
+
+@dataclass(frozen=True)
+class BestSoFar:
+    objective: str
+    direction: str
+    value: float
+    trial_number: int
+
+
+@dataclass(frozen=True)
+class StudyStatus:
+    study_name: str
+    storage: str
+    counts: dict[str, int]
+    budget: int | None
+    budget_used: int
+    workers: tuple[WorkerSeen, ...]
+    active_slots: int
+    best: tuple[BestSoFar, ...]
+    mean_trial_s: float | None
+    eta_s: float | None
+    eta_note: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def remaining(self) -> int | None:
+        return None if self.budget is None else max(self.budget - self.budget_used, 0)
+
+
+def _worker_key(t: TrialResult) -> tuple[str, tuple[int, ...]]:
+    w = t.worker or {}
+    gpus = tuple(int(g) for g in w.get("gpus") or () if isinstance(g, int))
+    return str(w.get("host") or "unknown host"), gpus
+
+
+def study_status(
+    results: StudyResults, *, now: datetime | None = None, recent_s: float = RECENT_S
+) -> StudyStatus:
+    now = now or datetime.now()
+    counts = {s: 0 for s in STATES}
+    for t in results.trials:
+        counts[t.state] = counts.get(t.state, 0) + 1
+
+    seen: dict[tuple[str, tuple[int, ...]], dict] = {}
+    for t in results.trials:
+        if t.worker is None or t.datetime_start is None:
+            continue
+        key = _worker_key(t)
+        running = t.state == "RUNNING"
+        last = now if running else (t.datetime_complete or t.datetime_start)
+        if not running and (now - last).total_seconds() > recent_s:
+            continue
+        entry = seen.setdefault(key, {"running": None, "last": last, "finished": 0})
+        entry["last"] = max(entry["last"], last)
+        if running:
+            entry["running"] = t.number
+        else:
+            entry["finished"] += 1
+    workers = tuple(
+        WorkerSeen(host, gpus, e["running"], e["last"], e["finished"])
+        for (host, gpus), e in sorted(seen.items())
+    )
+    running_trials = [t for t in results.trials if t.state == "RUNNING"]
+    # a RUNNING trial without nova:worker (just asked) still occupies a slot
+    active = len({_worker_key(t) if t.worker else ("?", (t.number,)) for t in running_trials})
+
+    best: list[BestSoFar] = []
+    feasible = results.feasible()
+    for o in results.objectives:
+        vals = [
+            (t.values[o.index], t.number) for t in feasible if t.values is not None and o.index is not None
+        ]
+        if vals:
+            v, n = min(vals, key=lambda x, m=o.maximize: (-x[0] if m else x[0], x[1]))
+            best.append(BestSoFar(o.name, o.direction, v, n))
+
+    durations = [
+        d
+        for t in results.trials
+        if t.state in ("COMPLETE", "PRUNED", "FAIL") and (d := t.duration_s) is not None
+    ]
+    mean = sum(durations) / len(durations) if durations else None
+    budget = results.budget
+    notes: list[str] = []
+    if budget is None:
+        eta, eta_note = None, "no budget stored with the study"
+    elif max(budget - results.budget_used, 0) == 0 and not running_trials:
+        eta, eta_note = 0.0, "done: the budget is used up"
+    elif mean is None:
+        eta, eta_note = None, "no finished trial yet to time"
+    elif active == 0:
+        eta, eta_note = None, "no active worker: start one (nova-search worker)"
+    else:
+        remaining = max(budget - results.budget_used, 0)
+        left_running = sum(
+            max(mean - (now - t.datetime_start).total_seconds(), 0.0)
+            for t in running_trials
+            if t.datetime_start is not None
+        )
+        eta = (remaining * mean + left_running) / active
+        eta_note = (
+            f"mean trial {mean:.0f}s x {remaining} remaining (+ {len(running_trials)} running) "
+            f"/ {active} active slot{'s' if active != 1 else ''}"
+        )
+    if not feasible and counts["COMPLETE"]:
+        notes.append("no COMPLETE trial meets every constraint yet")
+    return StudyStatus(
+        study_name=results.study_name,
+        storage=results.storage,
+        counts=counts,
+        budget=budget,
+        budget_used=results.budget_used,
+        workers=workers,
+        active_slots=active,
+        best=tuple(best),
+        mean_trial_s=mean,
+        eta_s=eta,
+        eta_note=eta_note,
+        notes=tuple(notes),
+    )
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
+
+
+def status_lines(st: StudyStatus, now: datetime | None = None) -> list[str]:
+    """The status as plain text lines (what ``nova-search status`` prints)."""
+    now = now or datetime.now()
+    budget = "no budget" if st.budget is None else f"budget {st.budget}, used {st.budget_used}"
+    lines = [f"study {st.study_name} in {st.storage}: {budget}"]
+    lines.append("trials: " + ", ".join(f"{k} {v}" for k, v in st.counts.items()))
+    if st.workers:
+        lines.append(f"workers seen in the last {RECENT_S / 60:.0f} min ({st.active_slots} active):")
+        for w in st.workers:
+            doing = f"running trial {w.running_trial}" if w.running_trial is not None else "idle"
+            ago = format_duration((now - w.last_seen).total_seconds())
+            lines.append(f"  {w.label}: {doing}, {w.trials_finished} finished recently, last seen {ago} ago")
+    else:
+        lines.append(f"workers seen in the last {RECENT_S / 60:.0f} min: none")
+    if st.best:
+        lines.append("best so far (feasible):")
+        for b in st.best:
+            arrow = "max" if b.direction == "maximize" else "min"
+            lines.append(f"  {b.objective} ({arrow}): {b.value:.4g} (trial {b.trial_number})")
+    else:
+        lines.append("best so far: no feasible COMPLETE trial yet")
+    lines.append(f"ETA: {format_duration(st.eta_s)} ({st.eta_note})")
+    lines.extend(f"note: {n}" for n in st.notes)
+    return lines

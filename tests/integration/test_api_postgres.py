@@ -1,0 +1,306 @@
+"""Inspect and consume the results of a real study on PostgreSQL: one stock baseline and three tuned
+trials run by a real worker with the fast stand-in engine (tests/support/fake_engine.py), then
+``best`` / ``export`` / ``status`` / ``report`` through the CLI and ``nova_search.api`` from a separate
+process, checked against what Optuna's storage holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+
+import optuna
+import psycopg
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from nova_search import study as nova_study
+from nova_search.db import LevelStore
+from nova_search.engine.command import deployable_argv
+from tests.conftest import REPO
+from tests.integration.test_distributed_postgres import fake_engines, fake_spec, worker
+from tests.support.pg import fresh_database
+
+pytestmark = pytest.mark.postgres
+
+NAME = "api"
+CONSTRAINT = "ttft_p99_ms <= 60000 at concurrency 4"
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("api")
+    with fresh_database() as db:
+        spec = fake_spec(4, name=NAME, baselines=["stock"], constraints=[CONSTRAINT])
+        nova_study.create(spec, db, NAME)
+        proc = worker(db, tmp, name=NAME)
+        out = proc.communicate(timeout=240)[0]
+        assert proc.returncode == 0, out[-3000:]
+        yield db
+    assert fake_engines() == []
+
+
+@pytest.fixture(scope="module")
+def stored(url):
+    """What Optuna itself says, read in this process."""
+    study = optuna.load_study(study_name=NAME, storage=url)
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4, [
+        (t.state, t.user_attrs.get("nova:message")) for t in trials
+    ]
+    return study, trials
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nova_search", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "NOVA_STORAGE"},
+    )
+
+
+def ok(*args: str) -> str:
+    r = cli(*args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def top_by_throughput(trials):
+    return max(trials, key=lambda t: (t.values[0], -t.number))
+
+
+def test_the_study_ran_a_stock_baseline_and_three_tuned_trials(stored):
+    _, trials = stored
+    assert [t.user_attrs.get("nova:role") for t in trials] == ["stock", None, None, None]
+    assert all(t.constraints and all(v <= 0 for v in t.constraints.values()) for t in trials)
+
+
+def test_best_json_is_the_pareto_front_with_stored_values(url, stored):
+    study, trials = stored
+    got = json.loads(ok("best", NAME, "--storage", url, "--format", "json"))
+    front = {t.number: t for t in study.best_trials}
+    assert sorted(d["number"] for d in got) == sorted(front)
+    assert [d["values"]["output_throughput@best"] for d in got] == sorted(
+        (t.values[0] for t in front.values()), reverse=True
+    )
+    for d in got:
+        t = front[d["number"]]
+        assert d["values"] == dict(zip(study.metric_names, t.values, strict=True))
+        assert d["params"] == t.params
+        assert d["argv"] == t.user_attrs["nova:argv"]
+        assert d["deployable_argv"] == deployable_argv(t.user_attrs["nova:argv"])
+        assert "--port" in d["argv"] and "--port" not in d["deployable_argv"]
+        assert d["engine_version"] == t.user_attrs["nova:engine_version"]
+        assert d["feasible"] is True
+    as_yaml = yaml.safe_load(ok("best", NAME, "--storage", url, "--format", "yaml"))
+    assert as_yaml == got
+
+
+def test_best_by_objective_and_where(url, stored):
+    _, trials = stored
+    top = top_by_throughput(trials)
+    line = ok("best", NAME, "--storage", url, "--objective", "output_throughput@best", "--format", "argv")
+    assert shlex.split(line) == deployable_argv(top.user_attrs["nova:argv"])  # the argv round-trips
+
+    fastest = min(trials, key=lambda t: (t.values[1], t.number))
+    bound = fastest.values[1]
+    got = json.loads(
+        ok(
+            "best",
+            NAME,
+            "--storage",
+            url,
+            "--objective",
+            "output_throughput@best",
+            "--where",
+            f"ttft_p99_ms<={bound!r}@4",
+        )
+    )
+    assert [d["number"] for d in got] == [fastest.number]  # the only one with TTFT p99 at 4 that low
+
+    # a metric@level that is not an objective: computed from the stored levels
+    (c1,) = json.loads(ok("best", NAME, "--storage", url, "--objective", "output_throughput@1"))
+    want = max(
+        trials,
+        key=lambda t: (
+            next(lv for lv in t.user_attrs["nova:levels"] if lv["concurrency"] == 1)["output_throughput"],
+            -t.number,
+        ),
+    )
+    assert c1["number"] == want.number
+
+    none = cli("best", NAME, "--storage", url, "--where", "ttft_p99_ms<=0.0001@4")
+    assert none.returncode == 1 and none.stdout == ""
+    assert none.stderr.strip().count("\n") == 0 and "no feasible COMPLETE trial" in none.stderr
+    unmeasured = cli("best", NAME, "--storage", url, "--where", "ttft_p99_ms<=1e9@32")
+    assert unmeasured.returncode == 1  # level 32 was never measured: the condition is false
+
+
+def test_bad_flags_exit_2_naming_the_flag_and_valid_values(url):
+    r = cli("best", NAME, "--storage", url, "--format", "xml")
+    assert r.returncode == 2 and "--format 'xml'" in r.stderr and "json, argv, yaml" in r.stderr
+    r = cli("best", NAME, "--storage", url, "--where", "ttft_p99_ms=5@4")
+    assert r.returncode == 2 and "--where" in r.stderr and "<=, >=, <, >" in r.stderr
+    r = cli("best", NAME, "--storage", url, "--where", "speed<=5@4")
+    assert r.returncode == 2 and "unknown metric 'speed'" in r.stderr and "ttft_p99_ms" in r.stderr
+    r = cli("best", NAME, "--storage", url, "--objective", "speed@best")
+    assert r.returncode == 2 and "--objective" in r.stderr
+    r = cli("export", NAME, "--storage", url, "--format", "helm")
+    assert r.returncode == 2 and "vllm, compose, k8s" in r.stderr
+
+
+def test_export_formats(url, stored):
+    _, trials = stored
+    top = top_by_throughput(trials)
+    deploy = deployable_argv(top.user_attrs["nova:argv"])
+    assert shlex.split(ok("export", NAME, "--storage", url)) == deploy  # default: vllm, the top trial
+
+    stock = trials[0]
+    flags = deployable_argv(stock.user_attrs["nova:argv"])
+    model_at = flags.index("fake-model")
+    container_args = ["--model", "fake-model", *flags[model_at + 1 :]]
+    compose = yaml.safe_load(ok("export", NAME, "--storage", url, "--trial", "0", "--format", "compose"))
+    svc = compose["services"]["vllm"]
+    assert svc["image"].startswith("vllm/vllm-openai:")
+    assert svc["command"] == container_args
+    assert svc["deploy"]["resources"]["reservations"]["devices"][0]["count"] == 1
+
+    k8s_text = ok("export", NAME, "--storage", url, "--format", "k8s")
+    k8s = yaml.safe_load(k8s_text)
+    (container,) = k8s["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["--model", "fake-model", *deploy[deploy.index("fake-model") + 1 :]]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert f"trial {top.number}" in k8s_text
+
+    r = cli("export", NAME, "--storage", url, "--trial", "99")
+    assert r.returncode == 1 and "no trial 99" in r.stderr
+
+
+def test_status(url, stored):
+    study, trials = stored
+    text = ok("status", NAME, "--storage", url)
+    assert f"study {NAME}" in text and "budget 4, used 4" in text
+    assert "COMPLETE 4, RUNNING 0, WAITING 0, PRUNED 0, FAIL 0" in text
+    top = top_by_throughput(trials)
+    assert f"output_throughput@best (max): {top.values[0]:.4g} (trial {top.number})" in text
+    assert "ETA: 0s (done" in text
+    st = json.loads(ok("status", NAME, "--storage", url, "--json"))
+    assert st["counts"]["COMPLETE"] == 4 and st["remaining"] == 0 and st["eta_s"] == 0.0
+    host = trials[0].user_attrs["nova:worker"]["host"]
+    assert [w["host"] for w in st["workers"]] == [host]  # seen recently: it just finished 4 trials
+    assert st["workers"][0]["trials_finished"] == 4 and st["active_slots"] == 0
+    durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials]
+    assert st["mean_trial_s"] == pytest.approx(sum(durations) / 4)
+    best = {b["objective"]: b for b in st["best"]}
+    assert best["ttft_p99_ms@4"]["value"] == min(t.values[1] for t in trials)
+
+
+def test_report_html(url, stored, tmp_path):
+    _, trials = stored
+    out = tmp_path / "report.html"
+    msg = ok("report", NAME, "--storage", url, "-o", str(out), "--gpu-hour-usd", "2.5")
+    assert "report written to" in msg
+    page = out.read_text()
+    for cls in ("summary", "throughput", "latency", "cost", "pareto", "hypervolume", "importances", "trials"):
+        assert f'<table class="{cls}">' in page, cls
+    assert page.count('class="plotly-graph-div"') >= 5
+    stock = trials[0]
+    stock_c4 = next(lv for lv in stock.user_attrs["nova:levels"] if lv["concurrency"] == 4)
+    assert f"<td>{stock_c4['output_throughput']:.4g}</td>" in page  # the stock tok/s from storage
+    cost = 2.5 / (stock_c4["output_throughput"] * 3600) * 1e6
+    assert f"<td>{cost:.4g}</td>" in page
+    assert "max_num_seqs" in page  # importances (3 tuned trials with params)
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+    bad = cli("report", NAME, "--storage", url, "-o", str(out), "--gpu-hour-usd", "0")
+    assert bad.returncode == 2 and "--gpu-hour-usd" in bad.stderr
+
+
+API_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from nova_search import api
+    url = sys.argv[1]
+    r = api.load_results("api", url)
+    top = api.best("api", url, objective="output_throughput@best")[0]
+    front = api.best("api", url)
+    print(json.dumps({
+        "objectives": [[o.name, o.direction] for o in r.objectives],
+        "budget": r.budget, "budget_used": r.budget_used, "pareto": list(r.pareto_numbers),
+        "trials": [
+            {"number": t.number, "state": t.state, "role": t.role, "values": t.values,
+             "feasible": t.feasible, "params": t.params, "constraints": t.constraints,
+             "levels": [lv.as_dict() for lv in t.levels], "argv": t.argv,
+             "deployable": t.deployable_argv, "version": t.engine_version, "timing": t.timing}
+            for t in r.trials
+        ],
+        "top": top.number, "front": [t.number for t in front],
+        "export": api.export_launch(top, "vllm"),
+    }))
+    """
+)
+
+
+def test_api_from_a_separate_process(url, stored):
+    study, trials = stored
+    r = subprocess.run(
+        [sys.executable, "-c", API_SCRIPT, url], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout)
+    assert got["objectives"] == [["output_throughput@best", "maximize"], ["ttft_p99_ms@4", "minimize"]]
+    assert got["budget"] == 4 and got["budget_used"] == 4
+    assert got["pareto"] == sorted(t.number for t in study.best_trials)
+    assert got["top"] == top_by_throughput(trials).number
+    assert sorted(got["front"]) == got["pareto"]
+    with LevelStore(url) as store:
+        rows = store.rows(NAME)
+    for d, t in zip(got["trials"], trials, strict=True):
+        assert d["number"] == t.number and d["state"] == "COMPLETE" and d["feasible"]
+        assert d["role"] == ("stock" if t.number == 0 else "search")
+        assert d["values"] == t.values
+        assert d["params"] == t.params
+        assert d["constraints"] == t.constraints
+        assert d["levels"] == t.user_attrs["nova:levels"]
+        assert [lv["concurrency"] for lv in d["levels"]] == [1, 4]
+        # the same measurements as nova's table
+        mine = [row for row in rows if row["trial_number"] == t.number]
+        assert [row["output_throughput"] for row in mine] == [lv["output_throughput"] for lv in d["levels"]]
+        assert d["argv"] == t.user_attrs["nova:argv"]
+        assert d["deployable"] == deployable_argv(t.user_attrs["nova:argv"])
+        assert d["version"] == t.user_attrs["nova:engine_version"]
+        assert d["timing"] == t.user_attrs["nova:timing"]
+    assert shlex.split(got["export"]) == got["trials"][got["top"]]["deployable"]
+
+
+def test_storage_errors_are_one_masked_line(url):
+    secret = url.replace("postgres@", "postgres:hunter2@", 1)
+    assert "hunter2" in secret
+    r = cli("status", "nope", "--storage", secret)
+    assert r.returncode == 1
+    assert "no study named 'nope'" in r.stderr and f"(studies there: {NAME})" in r.stderr
+    assert "hunter2" not in r.stderr + r.stdout and "***" in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+    down = secret.replace(":5432/", ":1/")
+    r = cli("best", NAME, "--storage", down)
+    assert r.returncode == 1 and "hunter2" not in r.stderr and "OperationalError" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_reading_an_empty_database_creates_nothing():
+    with fresh_database() as empty:
+        r = cli("status", NAME, "--storage", empty)
+        assert r.returncode == 1 and "no Optuna study tables" in r.stderr
+        libpq = empty.replace("postgresql+psycopg://", "postgresql://", 1)
+        with psycopg.connect(libpq) as conn:
+            (n,) = conn.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+            ).fetchone()
+        assert n == 0  # a read never creates Optuna's schema
