@@ -59,6 +59,8 @@ def peer_run(engine_python, server, tiny_model, out_dir, seed) -> dict:
             "--num-warmups",
             str(WARM),
             "--ignore-eos",
+            "--temperature",
+            "0",
             "--seed",
             str(seed),
             "--disable-tqdm",

@@ -241,6 +241,10 @@ class _Heartbeat:
                 return
 
 
+def _any_running(study: optuna.Study) -> bool:
+    return bool(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+
+
 def _ask_within_budget(study: optuna.Study, lock: _BudgetLock, budget: int) -> optuna.Trial | None:
     with lock:
         if count_toward_budget(study.get_trials(deepcopy=False)) >= budget:
@@ -270,6 +274,11 @@ def _run_slot(
         if trial is None:
             with counter_lock:
                 counter[0] -= 1
+            # The budget is used up, but a RUNNING trial may belong to a dead worker: once its heartbeat
+            # goes stale it fails and is re-queued, and someone must run the retry. Stay until no trial runs.
+            if retrying(lambda: _any_running(study), window, "the running-trials check"):
+                stop.wait(storage.heartbeat_interval or 30)
+                continue
             return
         values: list[float] | None = None
         state = TrialState.FAIL
@@ -335,6 +344,9 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     trials here. With more GPUs than one trial needs, trials run side by side, one per GPU group.
     Returns the number of trials this worker ran."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    # nova's loop records heartbeats and fails stale trials itself (see _run_slot), on purpose
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with")
     groups = slots_for(opts.gpus, spec.engine.tensor_parallel_size)
     storage = rdb_storage(study)
     store = LevelStore(storage.url, retry_window_s=opts.storage_retry_s)

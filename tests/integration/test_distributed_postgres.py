@@ -174,3 +174,30 @@ def test_postgres_restart_mid_study_loses_nothing(tmp_path):
             rows = store.rows("dist")
         assert {r["trial_number"] for r in rows} >= set(after)
     assert fake_engines() == []
+
+
+def test_surviving_worker_stays_to_run_the_dead_workers_retry(tmp_path):
+    """Budget 2, two workers; one is killed mid-trial. The survivor finishes its own trial, sees the
+    budget used up by the dead worker's RUNNING trial, and stays until that trial goes stale, fails and
+    is re-queued; then it runs the retry itself."""
+    hb = {"NOVA_HEARTBEAT_INTERVAL": "1", "NOVA_GRACE_PERIOD": "3"}
+    with fresh_database() as url:
+        nova_study.create(fake_spec(2), url, "dist")
+        victim = worker(url, tmp_path, FAKE_ENGINE_ITL_S="0.05", **hb)
+        try:
+            wait_until(lambda: len(fake_engines()) >= 1, 60, "the victim's engine")
+            survivor = worker(url, tmp_path, **hb)
+            time.sleep(1.0)
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.wait(timeout=10)
+            out = survivor.communicate(timeout=180)[0]
+        finally:
+            for p in (victim,):
+                if p.poll() is None:
+                    p.kill()
+        assert survivor.returncode == 0, out[-2000:]
+        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        states = [t.state for t in trials]
+        assert TrialState.RUNNING not in states, out[-3000:]
+        assert states.count(TrialState.FAIL) == 1 and states.count(TrialState.COMPLETE) == 2, states
+    assert fake_engines() == []
