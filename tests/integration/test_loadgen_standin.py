@@ -10,7 +10,7 @@ import asyncio
 import math
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
 
@@ -23,25 +23,9 @@ from nova_search.loadgen.runner import LevelPlan, run_level
 from nova_search.loadgen.workload import Prompt
 from nova_search.metrics import summarize
 from nova_search.records import RequestRecord
-from tests.support.standin import StandinOptions, StandinServer
+from tests.support.standin import StandinServer
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def standin() -> Iterator[Callable[..., StandinServer]]:
-    """A factory: ``standin(tokens_per_chunk=3, ttft_s=0.05)`` starts a stand-in on a free loopback
-    port (keywords: StandinOptions fields); each one is stopped when the test ends."""
-    servers: list[StandinServer] = []
-
-    def start(**options: object) -> StandinServer:
-        server = StandinServer(StandinOptions(**options)).start()  # type: ignore[arg-type]
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def prompt(output_len: int, input_len: int = 16, seed: int = 0) -> Prompt:
