@@ -11,9 +11,9 @@ import httpx
 from nova_search.errors import NovaError
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.runner import LevelPlan, run_level, take
-from nova_search.loadgen.workload import level_seed, synthetic
+from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import LevelResult, summarize
-from nova_search.spec import WorkloadSpec
+from nova_search.spec import ModelSpec, WorkloadSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +47,13 @@ def served_model(url: str, api_key: str | None) -> str:
 
 def run_bench(plan: BenchPlan) -> list[LevelResult]:
     url = plan.url.rstrip("/")
-    target = Target(url, plan.model or served_model(url, plan.api_key), plan.api_key)
+    model = plan.model or served_model(url, plan.api_key)
+    target = Target(url, model, plan.api_key)
+    source = prompt_source(plan.workload, ModelSpec(path=model, vocab_size=plan.vocab_size))
     results = []
     for i, c in enumerate(plan.concurrency):
-        warm = synthetic(plan.workload, plan.vocab_size, level_seed(plan.workload.seed, i, warmup=True))
-        prompts = synthetic(plan.workload, plan.vocab_size, level_seed(plan.workload.seed, i))
+        warm = source.prompts(level_seed(plan.workload.seed, i, warmup=True))
+        prompts = source.prompts(level_seed(plan.workload.seed, i))
         run = run_level(
             target,
             LevelPlan(

@@ -67,13 +67,22 @@ def _storage_url(flag: str | None, spec: StudySpec | None) -> str:
     return flag or (spec.storage if spec and spec.storage else None) or DEFAULT_STORAGE
 
 
-def _parse_gpus(text: str | None) -> tuple[int, ...]:
-    if not text:
-        return ()
+def _parse_ints(text: str | None, flag: str, example: str, *, required: bool = False) -> tuple[int, ...]:
+    """A comma-separated list of integers >= 0 (> 0 when ``required``, which also forbids an empty list)."""
+    bad = SpecError(
+        f"{flag} {text!r}: give {'positive ' if required else ''}integers separated by commas, e.g. {example}"
+    )
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in (text or "").split(",") if x.strip())
     except ValueError:
-        raise SpecError(f"--gpus {text!r}: give GPU indices separated by commas, e.g. 0,1") from None
+        raise bad from None
+    if any(v < (1 if required else 0) for v in values) or (required and not values):
+        raise bad
+    return values
+
+
+def _parse_gpus(text: str | None) -> tuple[int, ...]:
+    return _parse_ints(text, "--gpus", "0,1")
 
 
 def _interrupt_on_sigterm() -> None:
@@ -256,9 +265,11 @@ def bench(
     levels = _guard(lambda: _parse_levels(concurrency))
     if (num_requests is None) == (duration is None):
         _fail(SpecError("give exactly one of --num-requests or --duration"))
+    pinned = _guard(lambda: _parse_ints(cpus, "--cpus", "1")) or None
     plan = BenchPlan(
         url=url,
         concurrency=levels,
+        cpus=pinned,
         api_key=api_key,
         model=model,
         num_requests=num_requests,
@@ -277,15 +288,7 @@ def bench(
 
 
 def _parse_levels(text: str) -> tuple[int, ...]:
-    try:
-        levels = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise SpecError(
-            f"--concurrency {text!r}: give positive integers separated by commas, e.g. 1,8,32"
-        ) from None
-    if not levels or any(c <= 0 for c in levels):
-        raise SpecError(f"--concurrency {text!r}: give positive integers separated by commas, e.g. 1,8,32")
-    return levels
+    return _parse_ints(text, "--concurrency", "1,8,32", required=True)
 
 
 @app.command()

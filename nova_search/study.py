@@ -40,7 +40,6 @@ from nova_search.trial import NullReporter, Reporter, TrialContext, run_trial
 
 DEFAULT_STORAGE = "sqlite:///nova.db"
 SPEC_ATTR = "nova:spec"
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 log = logging.getLogger("nova_search")
 T = TypeVar("T")
@@ -141,10 +140,6 @@ def load(
     spec = parse_spec(raw, f"study {study_name} spec")
     study = optuna.load_study(study_name=study_name, storage=storage, sampler=make_sampler(spec))
     return study, spec
-
-
-def finished_count(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=FINISHED))
 
 
 @dataclass

@@ -311,7 +311,3 @@ def _record_failure(trial: optuna.Trial, ctx: TrialContext, reason: str, message
 def _set(trial: optuna.Trial, ctx: TrialContext, key: str, value: Any) -> None:
     """A user attribute, written through a database restart (retried for ctx.storage_retry_s)."""
     retrying(lambda: trial.set_user_attr(key, value), ctx.storage_retry_s, f"writing {key}")
-
-
-def levels_of(attrs: dict[str, Any]) -> list[LevelResult]:
-    return [LevelResult.from_dict(d) for d in attrs.get(A_LEVELS, [])]
