@@ -44,6 +44,14 @@ SetOpt = Annotated[
 StudyNameOpt = Annotated[
     str | None, typer.Option("--study-name", help="Study name. Default: the spec's name.")
 ]
+StopAfterOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--stop-after",
+        min=1,
+        help="Start no new trial after this many seconds (running trials finish); for time-slotted machines.",
+    ),
+]
 GpusOpt = Annotated[
     str | None, typer.Option("--gpus", envvar="NOVA_GPUS", help="GPUs this worker owns, e.g. 0,1.")
 ]
@@ -102,6 +110,7 @@ def _work(
     max_trials: int | None,
     gpus: tuple[int, ...],
     artifacts_dir: str | None,
+    stop_after: float | None = None,
 ) -> None:
     from nova_search.progress import RichReporter, outcome_table, pareto_table
     from nova_search.study import WorkerOptions, mask_url, run_worker
@@ -116,7 +125,11 @@ def _work(
                 study,
                 spec,
                 WorkerOptions(
-                    max_trials=max_trials, gpus=gpus, artifacts_dir=artifacts_dir, reporter=reporter
+                    max_trials=max_trials,
+                    gpus=gpus,
+                    artifacts_dir=artifacts_dir,
+                    reporter=reporter,
+                    stop_after_s=stop_after,
                 ),
             )
         except KeyboardInterrupt:
@@ -149,6 +162,7 @@ def run(
     artifacts_dir: Annotated[
         str | None, typer.Option("--artifacts-dir", help="Where server logs go.")
     ] = None,
+    stop_after: StopAfterOpt = None,
 ) -> None:
     """Create (or continue) a study and run it with one local worker."""
     from nova_search.study import create
@@ -161,7 +175,7 @@ def run(
     url = _storage_url(storage, spec)
     name = study_name or spec.name
     study = _guard(lambda: create(spec, url, name, exist_ok=True))
-    _guard(lambda: _work(name, url, study, spec, None, gpu_ids, artifacts_dir))
+    _guard(lambda: _work(name, url, study, spec, None, gpu_ids, artifacts_dir, stop_after))
 
 
 @app.command("create")
@@ -192,6 +206,7 @@ def worker(
     artifacts_dir: Annotated[
         str | None, typer.Option("--artifacts-dir", help="Where server logs go.")
     ] = None,
+    stop_after: StopAfterOpt = None,
 ) -> None:
     """Run trials of an existing study until its budget (counted across all workers) is met."""
     from nova_search.study import load
@@ -199,7 +214,7 @@ def worker(
     url = _storage_url(storage, None)
     gpu_ids = _guard(lambda: _parse_gpus(gpus))
     loaded, spec = _guard(lambda: load(study, url))
-    _guard(lambda: _work(study, url, loaded, spec, max_trials, gpu_ids, artifacts_dir))
+    _guard(lambda: _work(study, url, loaded, spec, max_trials, gpu_ids, artifacts_dir, stop_after))
 
 
 db_app = typer.Typer(help="nova's own tables (alembic). Creating a study runs `db upgrade` itself.")

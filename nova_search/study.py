@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -150,6 +151,11 @@ class WorkerOptions:
     reporter: Reporter = field(default_factory=NullReporter)
     #: how long storage calls are retried while the database is away (a restart, a failover)
     storage_retry_s: float = 300.0
+    #: start no new trial once this many seconds have passed (running trials finish): for machines
+    #: lent in time slots, where a trial cut off by the slot's end would be lost
+    stop_after_s: float | None = None
+    #: time.monotonic() past which no trial starts (set by run_worker from stop_after_s)
+    deadline: float | None = None
 
 
 def rdb_storage(study: optuna.Study) -> RDBStorage:
@@ -260,6 +266,9 @@ def _run_slot(
     lock = _BudgetLock(storage, study.study_name)
     window = opts.storage_retry_s
     while not stop.is_set():
+        if opts.deadline is not None and time.monotonic() >= opts.deadline:
+            log.info("--stop-after reached: no new trial is started here")
+            return
         with counter_lock:
             if opts.max_trials is not None and counter[0] >= opts.max_trials:
                 return
@@ -343,6 +352,8 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with")
     groups = slots_for(opts.gpus, spec.engine.tensor_parallel_size)
+    if opts.stop_after_s is not None and opts.deadline is None:
+        opts = replace(opts, deadline=time.monotonic() + opts.stop_after_s)
     storage = rdb_storage(study)
     store = LevelStore(storage.url, retry_window_s=opts.storage_retry_s)
     store.check_ready()
