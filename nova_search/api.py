@@ -132,6 +132,8 @@ class TrialResult:
     #: output tok/s of each measurement window, per level (``sweep.repeats`` >= 2), else empty
     repeats: dict[int, tuple[float, ...]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: the accelerator (or CPU) the levels were measured on, from nova's table
+    device_name: str | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -518,6 +520,7 @@ def trial_result(t: FrozenTrial, rows: Sequence[Mapping[str, Any]] = ()) -> Tria
         retry_of=int(retry_of) if isinstance(retry_of, int) else None,
         repeats=_repeats(attrs.get(A_REPEATS)),
         warnings=tuple(str(w) for w in attrs.get(A_WARNINGS) or ()),
+        device_name=next((str(r["gpu_name"]) for r in rows if r.get("gpu_name")), None),
     )
 
 
@@ -617,6 +620,39 @@ def trial_dict(trial: TrialResult, objectives: Sequence[Objective] = ()) -> dict
         "argv": list(trial.argv),
         "deployable_argv": list(trial.deployable_argv),
         "engine_version": trial.engine_version,
+    }
+
+
+def study_dict(results: StudyResults) -> dict[str, Any]:
+    """The whole study as plain data (``nova-search dump``): objectives, spec, and every trial with
+    its params, values, per-level profiles, timing (boot, measurement, total), engine version,
+    worker and device."""
+    trials = []
+    for t in results.trials:
+        d = trial_dict(t, results.objectives)
+        d.update(
+            levels=[lv.as_dict() for lv in t.levels],
+            timing=t.timing,
+            duration_s=t.duration_s,
+            datetime_start=t.datetime_start,
+            datetime_complete=t.datetime_complete,
+            reason=t.reason,
+            message=t.message,
+            warnings=list(t.warnings),
+            worker=t.worker,
+            device_name=t.device_name,
+            retry_of=t.retry_of,
+        )
+        trials.append(d)
+    return {
+        "study": results.study_name,
+        "storage": results.storage,
+        "objectives": [o.name for o in results.objectives],
+        "directions": [o.direction for o in results.objectives],
+        "budget_used": results.budget_used,
+        "pareto": list(results.pareto_numbers),
+        "spec": results.spec,
+        "trials": trials,
     }
 
 

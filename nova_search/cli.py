@@ -415,6 +415,28 @@ def best_cmd(
     _emit(dumps_json(payload) if fmt == "json" else yaml.safe_dump(payload, sort_keys=False))
 
 
+@app.command("dump")
+def dump_cmd(
+    study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name.")],
+    storage: StorageOpt = None,
+    output: Annotated[
+        str | None, typer.Option("-o", "--output", help="Write the JSON here instead of stdout.")
+    ] = None,
+) -> None:
+    """The whole study as JSON: every trial's params, values, per-level profile, timing, engine version
+    and device (for archiving a study or feeding other tools)."""
+    from nova_search.api import dumps_json, load_results, study_dict
+    from nova_search.files import write_atomic
+
+    results = _guard(lambda: load_results(study, _storage_url(storage, None)))
+    text = dumps_json(study_dict(results))
+    if output is None:
+        _emit(text)
+        return
+    _guard(lambda: write_atomic(output, text + "\n"))
+    console.print(f"wrote {output}")
+
+
 @app.command("export")
 def export_cmd(
     study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name.")],

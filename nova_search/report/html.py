@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from nova_search.files import write_atomic
 from nova_search.report.data import LATENCY_METRICS, ReportData
 
 _CSS = """
@@ -411,21 +411,5 @@ def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
 
 
 def write_report(data: ReportData, path: str | os.PathLike[str]) -> Path:
-    """Render and write atomically: a temporary file beside ``path``, then ``os.replace``."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = render_html(data)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600; give it what a plain open() would
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    """Render and write atomically (a crash never leaves a half-written report)."""
+    return write_atomic(path, render_html(data))
