@@ -201,3 +201,37 @@ def test_surviving_worker_stays_to_run_the_dead_workers_retry(tmp_path):
         assert TrialState.RUNNING not in states, out[-3000:]
         assert states.count(TrialState.FAIL) == 1 and states.count(TrialState.COMPLETE) == 2, states
     assert fake_engines() == []
+
+
+def test_stop_after_ends_the_slot_between_trials_and_a_later_slot_continues(tmp_path):
+    """--stop-after: a worker on a time-slotted machine starts no trial once the time is up, lets the
+    running one finish (nothing is cut off), and a later worker continues the same study."""
+    with fresh_database() as url:
+        nova_study.create(fake_spec(3), url, "dist")
+
+        def slot() -> subprocess.CompletedProcess:
+            argv = [
+                sys.executable,
+                "-m",
+                "nova_search",
+                "worker",
+                "dist",
+                "--storage",
+                url,
+                "--artifacts-dir",
+                str(tmp_path / "artifacts"),
+                "--stop-after",
+                "1",
+            ]
+            env = {**os.environ, "FAKE_ENGINE_BOOT_S": "1.5"}  # a trial outlasts the 1 s slot
+            return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+        first = slot()
+        assert first.returncode == 0, first.stdout[-1500:] + first.stderr[-1500:]
+        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        assert [t.state for t in trials] == [TrialState.COMPLETE]
+        second, third = slot(), slot()
+        assert second.returncode == third.returncode == 0
+        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
+    assert fake_engines() == []
