@@ -1,0 +1,447 @@
+"""The speculative verdict and the deployment policy (REFERENCE-STUDY.md, "Select").
+
+Pure functions over small frozen records; no storage, no HTTP. The input is one ``Profile`` per trial
+(what a trial measured at each concurrency level, with its per-window samples); the output is a
+``Verdict``:
+
+- every speculative candidate is compared with the **tuned** non-speculative baseline, level by level,
+  on the ranking metric (the study's first objective) with ``analysis.compare``: a gain counts only when
+  its confidence interval excludes zero (so a level needs >= 3 windows on both sides, ``sweep.repeats``);
+- per drafter method: the best candidate at each level, the concurrency range in which it is verified
+  better, the latency tradeoffs (mean and p99 of TTFT, TPOT, ITL and E2E: which improve, which
+  regress), and ``accepted`` or ``rejected`` ("never clears the bar", kept with its data). A candidate
+  whose greedy output diverged from its base (``equivalent`` False) is ``flagged`` and kept out;
+- the **policy**: ordered, non-overlapping concurrency ranges from 1 up, each with the configuration
+  to deploy. Speculation is deployed only on the levels where it was verified better, and on the
+  unmeasured concurrencies between two such levels (between two different speculative
+  configurations, the lower one serves up to the next); everything else falls back to tuned,
+  including the concurrencies above the highest verified level;
+- where the speculative ranges differ only in ``num_speculative_tokens``, vLLM's dynamic schedule
+  (``num_speculative_tokens_per_batch_size``: inclusive batch-size ranges -> k, 0 = drafting off) so
+  one server replaces switching configurations. In a closed loop the batch size is about the
+  concurrency; under open-loop load it is the number of running requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from nova_search.analysis.noise import MIN_SAMPLES, compare
+
+#: latency metrics whose movement the verdict states (mean and p99: the reference study's tradeoffs)
+TRADEOFF_METRICS = (
+    "ttft_mean_ms",
+    "ttft_p99_ms",
+    "tpot_mean_ms",
+    "tpot_p99_ms",
+    "itl_mean_ms",
+    "itl_p99_ms",
+    "e2e_mean_ms",
+    "e2e_p99_ms",
+)
+#: a change smaller than this (in %) is called "unchanged" in the tradeoffs
+FLAT_PCT = 2.0
+
+Status = Literal["accepted", "rejected", "flagged"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One trial as the verdict sees it. ``key`` names it uniquely across stages (``tune#3``)."""
+
+    key: str
+    study: str
+    number: int
+    role: str
+    config: Mapping[str, Any]
+    argv: tuple[str, ...]
+    #: per level: metric -> the level's value (the median over windows)
+    levels: Mapping[int, Mapping[str, float | None]]
+    #: per level: the per-window samples, metric -> value (empty: one window only)
+    windows: Mapping[int, Sequence[Mapping[str, float]]] = field(default_factory=dict)
+    #: greedy output equals its non-speculative base's within the tolerance (None: not checked)
+    equivalent: bool | None = None
+    equivalence_note: str = ""
+
+    @property
+    def method(self) -> str:
+        spec = self.config.get("speculative") or {}
+        return str(spec.get("method") or "none")
+
+    @property
+    def k(self) -> int | None:
+        spec = self.config.get("speculative") or {}
+        v = spec.get("num_speculative_tokens")
+        return int(v) if v is not None else None
+
+    def samples(self, level: int, metric: str) -> list[float]:
+        """The window samples of a metric at a level; the level's single value when there is one window."""
+        ws = [float(w[metric]) for w in self.windows.get(level, ()) if w.get(metric) is not None]
+        if ws:
+            return ws
+        v = self.levels.get(level, {}).get(metric)
+        return [] if v is None else [float(v)]
+
+
+@dataclass(frozen=True)
+class LevelGain:
+    concurrency: int
+    trial: str
+    diff_pct: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+    n_tuned: int
+    n_candidate: int
+    note: str = ""
+
+    @property
+    def verified(self) -> bool:
+        return self.verdict == "verified_gain"
+
+
+@dataclass(frozen=True)
+class Tradeoff:
+    metric: str
+    concurrency: int
+    tuned: float
+    candidate: float
+    change_pct: float
+    effect: Literal["improves", "regresses", "unchanged"]
+
+
+@dataclass(frozen=True)
+class DrafterVerdict:
+    method: str
+    status: Status
+    trials: tuple[str, ...]
+    #: per level, the best candidate of this method against tuned
+    per_level: tuple[LevelGain, ...]
+    #: [lowest, highest] measured level where the method is verified better; None when nowhere
+    verified_range: tuple[int, int] | None
+    #: at the level of its largest verified gain (else its largest gain): what the latencies did
+    tradeoffs: tuple[Tradeoff, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class PolicyRange:
+    min_concurrency: int
+    #: None: no upper bound
+    max_concurrency: int | None
+    choice: Literal["tuned", "speculative"]
+    trial: str
+    study: str
+    number: int
+    method: str
+    num_speculative_tokens: int | None
+    argv: tuple[str, ...]
+    #: the measured levels this range rests on
+    levels: tuple[int, ...]
+    gain_pct: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    metric: str
+    higher_is_better: bool
+    tuned: str | None
+    stock: str | None
+    #: tuned against stock, per level (%), reported apart from every speculative gain
+    tuned_vs_stock: tuple[tuple[int, float | None], ...]
+    drafters: tuple[DrafterVerdict, ...]
+    policy: tuple[PolicyRange, ...]
+    #: [[min_batch, max_batch, k], ...] or None; see ``schedule_note``
+    schedule: tuple[tuple[int, int, int], ...] | None
+    schedule_note: str
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _pct(new: float | None, base: float | None) -> float | None:
+    if new is None or base is None or base == 0:
+        return None
+    return (new - base) / abs(base) * 100.0
+
+
+def level_gain(
+    tuned: Profile, cand: Profile, level: int, metric: str, higher_is_better: bool, confidence: float
+) -> LevelGain | None:
+    a, b = tuned.samples(level, metric), cand.samples(level, metric)
+    if not a or not b:
+        return None
+    c = compare(a, b, higher_is_better=higher_is_better, confidence=confidence)
+    return LevelGain(
+        concurrency=level,
+        trial=cand.key,
+        diff_pct=c.diff_pct,
+        ci_low=c.ci.low if c.ci else None,
+        ci_high=c.ci.high if c.ci else None,
+        verdict=c.verdict,
+        n_tuned=c.n_a,
+        n_candidate=c.n_b,
+        note=c.note,
+    )
+
+
+def _better(g: LevelGain, other: LevelGain | None) -> bool:
+    """Is ``g`` the better candidate at its level: verified beats unverified, then the larger gain."""
+    if other is None:
+        return True
+    if g.verified != other.verified:
+        return g.verified
+    return (g.diff_pct if g.diff_pct is not None else -1e18) > (
+        other.diff_pct if other.diff_pct is not None else -1e18
+    )
+
+
+def tradeoffs(tuned: Profile, cand: Profile, level: int) -> tuple[Tradeoff, ...]:
+    out = []
+    for m in TRADEOFF_METRICS:
+        a = tuned.levels.get(level, {}).get(m)
+        b = cand.levels.get(level, {}).get(m)
+        pct = _pct(b, a)
+        if pct is None or a is None or b is None:
+            continue
+        effect: Literal["improves", "regresses", "unchanged"]
+        effect = "unchanged" if abs(pct) < FLAT_PCT else ("improves" if pct < 0 else "regresses")
+        out.append(Tradeoff(m, level, float(a), float(b), pct, effect))
+    return tuple(out)
+
+
+def drafter_verdict(
+    method: str,
+    tuned: Profile,
+    cands: Sequence[Profile],
+    levels: Sequence[int],
+    metric: str,
+    higher_is_better: bool,
+    confidence: float,
+) -> DrafterVerdict:
+    keys = tuple(c.key for c in cands)
+    ok = [c for c in cands if c.equivalent is not False]
+    if not ok:
+        notes = "; ".join(f"{c.key}: {c.equivalence_note or 'diverged'}" for c in cands)
+        return DrafterVerdict(
+            method, "flagged", keys, (), None, (), f"greedy output diverged from tuned ({notes})"
+        )
+    by_key = {c.key: c for c in ok}
+    per_level: list[LevelGain] = []
+    for lv in levels:
+        best: LevelGain | None = None
+        for c in ok:
+            g = level_gain(tuned, c, lv, metric, higher_is_better, confidence)
+            if g is not None and _better(g, best):
+                best = g
+        if best is not None:
+            per_level.append(best)
+    verified = [g for g in per_level if g.verified]
+    rng = (verified[0].concurrency, verified[-1].concurrency) if verified else None
+    pool = verified or [g for g in per_level if g.diff_pct is not None]
+    top = max(pool, key=lambda g: g.diff_pct or -1e18) if pool else None
+    trade = tradeoffs(tuned, by_key[top.trial], top.concurrency) if top else ()
+    flagged = [c.key for c in cands if c.equivalent is False]
+    extra = f"; kept out (greedy output diverged): {', '.join(flagged)}" if flagged else ""
+    if verified:
+        reason = (
+            f"verified better than tuned at concurrency {', '.join(str(g.concurrency) for g in verified)}"
+            f"; best {top.diff_pct:+.1f} % at {top.concurrency} ({top.trial})" + extra  # type: ignore[union-attr]
+        )
+        return DrafterVerdict(method, "accepted", keys, tuple(per_level), rng, trade, reason)
+    few = [g for g in per_level if min(g.n_tuned, g.n_candidate) < MIN_SAMPLES]
+    if not per_level:
+        why = "no level measured by both it and tuned"
+    elif few:
+        why = (
+            f"never verified: too few windows to decide (n < {MIN_SAMPLES} at "
+            f"{', '.join(str(g.concurrency) for g in few)}; set sweep.repeats >= {MIN_SAMPLES})"
+        )
+    else:
+        span = ", ".join(f"{g.concurrency}: {g.diff_pct:+.1f} %" for g in per_level if g.diff_pct is not None)
+        why = f"never verified better than tuned at any concurrency ({span})"
+    return DrafterVerdict(method, "rejected", keys, tuple(per_level), None, trade, why + extra)
+
+
+def build_policy(
+    tuned: Profile, drafters: Sequence[DrafterVerdict], profiles: Mapping[str, Profile], levels: Sequence[int]
+) -> tuple[PolicyRange, ...]:
+    """Ordered ranges from concurrency 1 up, speculation only where verified (see the module doc)."""
+    choice: dict[int, LevelGain] = {}
+    for d in drafters:
+        if d.status != "accepted":
+            continue
+        for g in d.per_level:
+            if g.verified and _better(g, choice.get(g.concurrency)):
+                choice[g.concurrency] = g
+    # runs of consecutive measured levels with the same choice (None = tuned)
+    runs: list[tuple[str | None, list[int]]] = []
+    for lv in sorted(levels):
+        key = choice[lv].trial if lv in choice else None
+        if runs and runs[-1][0] == key:
+            runs[-1][1].append(lv)
+        else:
+            runs.append((key, [lv]))
+
+    def tuned_range(lo: int, hi: int | None, lvls: list[int]) -> PolicyRange:
+        return PolicyRange(
+            lo, hi, "tuned", tuned.key, tuned.study, tuned.number, "none", None, tuned.argv, tuple(lvls)
+        )
+
+    out: list[PolicyRange] = []
+    nxt = 1
+    for i, (key, lvls) in enumerate(runs):
+        if key is None:
+            continue
+        lo, hi = lvls[0], lvls[-1]
+        if lo > nxt:
+            below = [lv for lv in levels if nxt <= lv < lo]
+            out.append(tuned_range(nxt, lo - 1, below))
+        # up to the next speculative run when one follows at once: speculation is verified on both
+        # sides of that gap; before tuned, the range ends at its last verified level
+        following = runs[i + 1] if i + 1 < len(runs) else None
+        top_c = following[1][0] - 1 if following is not None and following[0] is not None else hi
+        p = profiles[key]
+        gains = [choice[lv] for lv in lvls]
+        top = max(gains, key=lambda g: g.diff_pct or -1e18)
+        low = min((g.ci_low for g in gains if g.ci_low is not None), default=None)
+        high = max((g.ci_high for g in gains if g.ci_high is not None), default=None)
+        out.append(
+            PolicyRange(
+                lo,
+                top_c, "speculative", p.key, p.study, p.number, p.method, p.k, p.argv, tuple(lvls),
+                gain_pct=top.diff_pct, ci_low=low, ci_high=high,
+            )
+        )
+        nxt = top_c + 1
+    rest = [lv for lv in levels if lv >= nxt]
+    out.append(tuned_range(nxt, None, rest))
+    return tuple(out)
+
+
+def _without_k(config: Mapping[str, Any]) -> dict[str, Any]:
+    d = dict(config)
+    spec = dict(d.get("speculative") or {})
+    spec.pop("num_speculative_tokens", None)
+    spec.pop("num_speculative_tokens_per_batch_size", None)
+    d["speculative"] = spec
+    return d
+
+
+def dynamic_schedule(
+    policy: Sequence[PolicyRange], profiles: Mapping[str, Profile]
+) -> tuple[tuple[tuple[int, int, int], ...] | None, str]:
+    """vLLM's ``num_speculative_tokens_per_batch_size`` for the policy, when its speculative ranges
+    differ only in k. Tuned ranges become k = 0 (drafting off) when tuned is the same configuration
+    without speculation; otherwise no schedule (switching configurations is the policy)."""
+    spec = [r for r in policy if r.choice == "speculative"]
+    if not spec:
+        return None, "no speculative range: no schedule"
+    bases = {repr(sorted(_without_k(profiles[r.trial].config).items())) for r in spec}
+    if len(bases) > 1:
+        return None, "the speculative ranges differ in more than num_speculative_tokens: deploy per range"
+    if len({r.num_speculative_tokens for r in spec}) == 1 and len(spec) == len(policy):
+        return None, "one k everywhere: the static configuration is the schedule"
+    base = _without_k(profiles[spec[0].trial].config)
+    base_plain = {k: v for k, v in base.items() if k != "speculative"}
+    tuned_plain = {}
+    for r in policy:
+        if r.choice == "tuned":
+            tuned_plain = {k: v for k, v in profiles[r.trial].config.items() if k != "speculative"}
+            break
+    if any(r.choice == "tuned" for r in policy) and tuned_plain != base_plain:
+        return None, (
+            "tuned differs from the speculative configurations in more than drafting (e.g. batch "
+            "limits): deploy per range"
+        )
+    last = max((int(profiles[r.trial].config.get("max_num_seqs") or 0) for r in spec), default=0)
+    rows = []
+    for r in policy:
+        hi = r.max_concurrency if r.max_concurrency is not None else max(last, r.min_concurrency, 1024)
+        rows.append((r.min_concurrency, hi, int(r.num_speculative_tokens or 0)))
+    return tuple(rows), (
+        "one server: the speculative configuration with this schedule in --speculative-config; "
+        "k = 0 turns drafting off in the tuned ranges"
+    )
+
+
+def build_verdict(
+    profiles: Sequence[Profile],
+    *,
+    metric: str,
+    higher_is_better: bool,
+    levels: Sequence[int],
+    tuned: str | None = None,
+    confidence: float = 0.95,
+) -> Verdict:
+    """The verdict over a study's COMPLETE trials (``profiles``). ``tuned`` is the key of the tuned
+    baseline; left out, it is the best non-speculative, non-stock profile by ``metric`` at its best
+    level (the stock one when it is the only non-speculative one)."""
+    by_key = {p.key: p for p in profiles}
+    stock = next((p for p in profiles if p.role == "stock"), None)
+    plain = [p for p in profiles if p.method == "none"]
+    notes: list[str] = []
+    tuned_p = by_key.get(tuned) if tuned else None
+    if tuned_p is None:
+        pool = [p for p in plain if p.role != "stock"] or plain
+
+        def best_value(p: Profile) -> float:
+            vals = [v.get(metric) for v in p.levels.values() if v.get(metric) is not None]
+            if not vals:
+                return float("-inf")
+            return max(vals) if higher_is_better else -min(vals)  # type: ignore[type-var,operator]
+
+        tuned_p = max(pool, key=best_value) if pool else None
+    if tuned_p is None:
+        return Verdict(
+            metric,
+            higher_is_better,
+            None,
+            stock.key if stock else None,
+            (),
+            (),
+            (),
+            None,
+            "no tuned baseline: no schedule",
+            ("no COMPLETE non-speculative trial: nothing to compare against",),
+        )
+    vs_stock = tuple(
+        (
+            lv,
+            _pct(tuned_p.levels.get(lv, {}).get(metric), stock.levels.get(lv, {}).get(metric))
+            if stock
+            else None,
+        )
+        for lv in levels
+    )
+    methods: dict[str, list[Profile]] = {}
+    for p in profiles:
+        if p.method != "none":
+            methods.setdefault(p.method, []).append(p)
+    drafters = tuple(
+        drafter_verdict(m, tuned_p, cs, levels, metric, higher_is_better, confidence)
+        for m, cs in sorted(methods.items())
+    )
+    if not drafters:
+        notes.append("no speculative trial completed: the policy is the tuned configuration")
+    elif not any(d.status == "accepted" for d in drafters):
+        notes.append("no drafter clears the bar on this workload: speculative decoding does not pay here")
+    policy = build_policy(tuned_p, drafters, by_key, levels)
+    schedule, schedule_note = dynamic_schedule(policy, by_key)
+    return Verdict(
+        metric=metric,
+        higher_is_better=higher_is_better,
+        tuned=tuned_p.key,
+        stock=stock.key if stock else None,
+        tuned_vs_stock=vs_stock,
+        drafters=drafters,
+        policy=policy,
+        schedule=schedule,
+        schedule_note=schedule_note,
+        notes=tuple(notes),
+    )
