@@ -105,7 +105,6 @@ def _interrupt_on_sigterm() -> None:
 def _work(
     study_name: str,
     storage_url: str,
-    study: Any,
     spec: StudySpec,
     max_trials: int | None,
     gpus: tuple[int, ...],
@@ -113,17 +112,20 @@ def _work(
     stop_after: float | None = None,
 ) -> None:
     from nova_search.progress import RichReporter, outcome_table, pareto_table
-    from nova_search.study import WorkerOptions, mask_url, run_worker
+    from nova_search.study import WorkerOptions, mask_url, run_stages
 
+    stages = f" in stages {' -> '.join(spec.stages)}" if spec.staged else ""
     console.print(
         f"study [bold]{study_name}[/] in {mask_url(storage_url)}: budget {spec.budget.n_trials} trials"
+        + (" per stage" if spec.staged else "")
+        + stages
     )
     _interrupt_on_sigterm()
     with RichReporter(console, spec.budget.n_trials) as reporter:
         try:
-            run_worker(
-                study,
-                spec,
+            study, _ran = run_stages(
+                study_name,
+                storage_url,
                 WorkerOptions(
                     max_trials=max_trials,
                     gpus=gpus,
@@ -135,6 +137,8 @@ def _work(
         except KeyboardInterrupt:
             err_console.print("interrupted: the running trial was stopped and recorded as FAIL")
             raise typer.Exit(130) from None
+    if spec.staged:
+        console.print(f"[bold]{study.study_name}[/] (stage {study.user_attrs.get('nova:stage')}):")
     console.print(outcome_table(study))
     table = pareto_table(study)
     if table is not None:
@@ -147,6 +151,8 @@ def _work(
             "See the reasons above and each trial's nova:log_tail attribute."
         )
         raise typer.Exit(3)
+    if spec.staged:
+        console.print(f"verdict and deployment policy: nova-search policy {study_name} --storage ...")
 
 
 @app.command()
@@ -174,8 +180,8 @@ def run(
     gpu_ids = _guard(lambda: _parse_gpus(gpus))
     url = _storage_url(storage, spec)
     name = study_name or spec.name
-    study = _guard(lambda: create(spec, url, name, exist_ok=True))
-    _guard(lambda: _work(name, url, study, spec, None, gpu_ids, artifacts_dir, stop_after))
+    _guard(lambda: create(spec, url, name, exist_ok=True))
+    _guard(lambda: _work(name, url, spec, None, gpu_ids, artifacts_dir, stop_after))
 
 
 @app.command("create")
@@ -191,8 +197,15 @@ def create_cmd(
     spec = _guard(lambda: load_spec(spec_path, list(set_ or [])))
     url = _storage_url(storage, spec)
     name = study_name or spec.name
-    _guard(lambda: create(spec, url, name))
-    console.print(f"created study {name} in {mask_url(url)}")
+    created = _guard(lambda: create(spec, url, name))
+    if spec.staged:
+        console.print(
+            f"created study {name} in {mask_url(url)}: stages {' -> '.join(spec.stages)} "
+            f"(Optuna studies {', '.join(f'{name}.{st}' for st in spec.stages)}; "
+            f"{created.study_name} now, the next when its budget is spent)"
+        )
+    else:
+        console.print(f"created study {name} in {mask_url(url)}")
 
 
 @app.command()
@@ -213,8 +226,8 @@ def worker(
 
     url = _storage_url(storage, None)
     gpu_ids = _guard(lambda: _parse_gpus(gpus))
-    loaded, spec = _guard(lambda: load(study, url))
-    _guard(lambda: _work(study, url, loaded, spec, max_trials, gpu_ids, artifacts_dir, stop_after))
+    _loaded, spec = _guard(lambda: load(study, url))
+    _guard(lambda: _work(study, url, spec, max_trials, gpu_ids, artifacts_dir, stop_after))
 
 
 db_app = typer.Typer(help="nova's own tables (alembic). Creating a study runs `db upgrade` itself.")

@@ -190,28 +190,56 @@ def stock_config(spec: StudySpec) -> EngineConfig:
     return EngineConfig(**d.model_dump(), tensor_parallel_size=tp if tp > 1 else None)
 
 
-def sample(trial: Suggester, spec: StudySpec) -> EngineConfig:
-    """Sample one configuration; fields the space leaves out fall back to engine.defaults."""
+#: the limits that interact with drafting: the speculative stage searches them again on top of tuned
+DRAFT_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
+_KNOBS = (
+    "kv_cache_dtype",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "attention_backend",
+    "max_model_len",
+)
+
+
+def sample(
+    trial: Suggester, spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None
+) -> EngineConfig:
+    """Sample one configuration; fields the space leaves out fall back to engine.defaults.
+
+    - ``joint``: every knob and the drafter, in one space;
+    - ``tune``: the non-speculative knobs only (no drafter);
+    - ``speculative``: ``base`` (the best tuned configuration) with the drafter (never none: none is
+      the tuned baseline itself), num_speculative_tokens and the method's options searched, and the
+      limits that interact with drafting (``DRAFT_LIMITS``) searched again where the space has them.
+    """
     s = _Sampler(trial)
     space: SpaceSpec = spec.space
-    base = stock_config(spec)
     values: dict[str, Any] = {}
-    for name in (
-        "kv_cache_dtype",
-        "gpu_memory_utilization",
-        "max_num_seqs",
-        "max_num_batched_tokens",
-        "enable_prefix_caching",
-        "enable_chunked_prefill",
-        "attention_backend",
-        "max_model_len",
-    ):
+    if stage == "speculative":
+        if base is None:
+            raise ValueError("the speculative stage samples on top of a tuned configuration (base)")
+        config = base.with_values(speculative=None)
+        names: tuple[str, ...] = DRAFT_LIMITS
+    else:
+        config = stock_config(spec)
+        names = _KNOBS
+    for name in names:
         v = s.param(name, getattr(space, name))
         if v is not None:
             values[name] = v
-    config = base.with_values(**values)
+    config = config.with_values(**values)
+    if stage == "tune":
+        return config
     sp = space.speculative
-    method = s.param("spec_method", sp.method)
+    methods = sp.methods()
+    if stage == "speculative":
+        drafters = [m for m in methods if m != "none"]
+        method = s.param("spec_method", StrChoices(choices=drafters) if len(drafters) > 1 else drafters[0])
+    else:
+        method = s.param("spec_method", sp.method)
     if method and method != "none":
         k = s.param("num_speculative_tokens", sp.num_speculative_tokens)
         lookup_min = lookup_max = None
@@ -226,7 +254,8 @@ def sample(trial: Suggester, spec: StudySpec) -> EngineConfig:
             prompt_lookup_max=lookup_max,
         )
         config = config.with_values(speculative=spec_cfg)
-        if method == "dflash" and config.attention_backend is None:
-            # the DFlash path needs the Triton attention backend (REFERENCE-STUDY.md)
+        if method == "dflash" and (config.attention_backend is None or stage == "speculative"):
+            # the DFlash path needs the Triton attention backend (REFERENCE-STUDY.md): on top of a
+            # tuned stack it replaces the tuned backend, as the reference launch does
             config = config.with_values(attention_backend="TRITON_ATTN")
     return config

@@ -511,8 +511,18 @@ class SLOSpec(_Model):
 
 
 class BudgetSpec(_Model):
-    #: trials counted across every worker (complete, pruned and failed alike)
+    #: trials counted across every worker (complete, pruned and failed alike); with stages, per stage
     n_trials: int = Field(default=10, gt=0)
+    #: a budget per stage (``{tune: 20, speculative: 12}``); a stage left out gets ``n_trials``
+    per_stage: dict[Literal["tune", "speculative"], Annotated[int, Field(gt=0)]] = Field(default_factory=dict)
+
+    def for_stage(self, stage: str) -> int:
+        return self.per_stage.get(stage, self.n_trials)  # type: ignore[call-overload]
+
+
+#: how the search is staged: one joint study, or tune the non-speculative stack first and then search
+#: drafting on top of the best tuned configuration (each stage its own Optuna study)
+STAGINGS: tuple[tuple[str, ...], ...] = (("joint",), ("tune",), ("tune", "speculative"))
 
 
 class SamplerSpec(_Model):
@@ -533,11 +543,33 @@ class StudySpec(_Model):
     slo: SLOSpec | None = None
     #: baseline trials enqueued first; "stock" runs the model on engine.defaults alone
     baselines: list[Literal["stock"]] = Field(default_factory=lambda: ["stock"])
+    #: [joint] (one study), [tune], or [tune, speculative] (see STAGINGS)
+    stages: list[Literal["joint", "tune", "speculative"]] = Field(default_factory=lambda: ["joint"])
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
     storage: str | None = None
     #: where trial logs go; one folder per study and trial
     artifacts_dir: str = "nova-artifacts"
+
+    @model_validator(mode="after")
+    def _stages(self) -> StudySpec:
+        if tuple(self.stages) not in STAGINGS:
+            valid = " or ".join("[" + ", ".join(st) + "]" for st in STAGINGS)
+            raise ValueError(f"stages: {self.stages} is not a staging nova-search runs; use {valid}")
+        if "speculative" in self.stages and not any(m != "none" for m in self.space.speculative.methods()):
+            raise ValueError(
+                "stages: the speculative stage needs space.speculative.method to list a drafter "
+                "(ngram, eagle, eagle3, dflash, draft_model, mtp or suffix)"
+            )
+        extra = sorted(set(self.budget.per_stage) - set(self.stages))
+        if extra:
+            names = ", ".join(extra)
+            raise ValueError(f"budget.per_stage: {names} is not a stage of this spec ({self.stages})")
+        return self
+
+    @property
+    def staged(self) -> bool:
+        return self.stages != ["joint"]
 
     @model_validator(mode="after")
     def _levels_exist(self) -> StudySpec:

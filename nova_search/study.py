@@ -32,6 +32,7 @@ from nova_search.db import LevelStore, upgrade
 from nova_search.db._url import engine_kwargs
 from nova_search.db._url import mask as mask_url
 from nova_search.db._url import parse as parse_url
+from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError, StorageError, TrialFailure
 from nova_search.metrics import LevelResult
 from nova_search.retry import retrying
@@ -41,6 +42,11 @@ from nova_search.trial import NullReporter, Reporter, TrialContext, run_trial
 
 DEFAULT_STORAGE = "sqlite:///nova.db"
 SPEC_ATTR = "nova:spec"
+#: study attributes that link the stages of one staged study
+STAGE_ATTR = "nova:stage"
+PARENT_ATTR = "nova:parent"
+#: on the speculative stage: the tuned trial it builds on ({study, number, config, values})
+BASE_ATTR = "nova:base"
 
 log = logging.getLogger("nova_search")
 T = TypeVar("T")
@@ -87,53 +93,101 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
         raise SpecError("sampler.name: grid needs a finite space; use tpe, gp, nsga2 or random for this spec")
 
 
+def stage_study_name(name: str, stage: str) -> str:
+    """The Optuna study of one stage: the name itself for a joint study, ``NAME.STAGE`` otherwise."""
+    return name if stage == "joint" else f"{name}.{stage}"
+
+
+def _study_names(storage: RDBStorage, url: str) -> list[str]:
+    try:
+        return optuna.study.get_all_study_names(storage)
+    except SQLAlchemyError as e:
+        raise StorageError(f"cannot read storage {mask_url(url)}: {type(e).__name__}") from None
+
+
+def _new_stage_study(
+    storage: RDBStorage, spec: StudySpec, parent: str, stage: str, base: dict[str, Any] | None = None
+) -> optuna.Study:
+    study = optuna.create_study(
+        storage=storage,
+        study_name=stage_study_name(parent, stage),
+        directions=[o.direction for o in spec.objectives],
+        sampler=make_sampler(spec),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([o.name for o in spec.objectives])
+    study.set_user_attr(SPEC_ATTR, spec.model_dump(mode="json"))
+    study.set_user_attr(STAGE_ATTR, stage)
+    study.set_user_attr(PARENT_ATTR, parent)
+    if base is not None:
+        study.set_user_attr(BASE_ATTR, base)
+        # the tuned configuration, measured again beside the candidates: every gain is quoted against it
+        study.enqueue_trial({}, user_attrs={ROLE_ATTR: "tuned"})
+    else:
+        for role in spec.baselines:
+            study.enqueue_trial({}, user_attrs={ROLE_ATTR: role})
+    return study
+
+
 def create(
     spec: StudySpec, storage_url: str, study_name: str | None = None, *, exist_ok: bool = False
 ) -> optuna.Study:
-    """Create the study once: directions, metric names, the spec, baselines enqueued.
+    """Create the study once: directions, metric names, the spec, baselines enqueued. A staged spec
+    creates its first stage's study (``NAME.tune``); the next stage's study is created by the worker
+    that finds the first stage's budget spent. Returns the first stage's study.
 
     With ``exist_ok`` an existing study of that name is loaded and continued instead.
     """
     name = study_name or spec.name
     upgrade(storage_url)  # Optuna's schema and nova's tables: creating a study is the explicit setup step
     storage = open_storage(storage_url)
-    try:
-        existing = optuna.study.get_all_study_names(storage)
-    except SQLAlchemyError as e:
-        raise StorageError(f"cannot read storage {mask_url(storage_url)}: {type(e).__name__}") from None
-    if name in existing:
+    existing = _study_names(storage, storage_url)
+    first = stage_study_name(name, spec.stages[0])
+    taken = [n for n in (name, first) if n in existing]
+    if spec.staged:
+        taken += [n for n in existing if n.startswith(name + ".") and n[len(name) + 1 :] in spec.stages]
+    if taken:
         if not exist_ok:
             raise StorageError(
                 f"study {name!r} already exists in {mask_url(storage_url)}; run a worker to continue it "
                 "or choose another --study-name"
             )
         return load(name, storage_url, storage=storage)[0]
-    study = optuna.create_study(
-        storage=storage,
-        study_name=name,
-        directions=[o.direction for o in spec.objectives],
-        sampler=make_sampler(spec),
-    )
-    study.set_metric_names([o.name for o in spec.objectives])
-    study.set_user_attr(SPEC_ATTR, spec.model_dump(mode="json"))
-    for role in spec.baselines:
-        study.enqueue_trial({}, user_attrs={ROLE_ATTR: role})
-    return study
+    return _new_stage_study(storage, spec, name, spec.stages[0])
+
+
+def stage_plan(study_name: str, storage_url: str, storage: RDBStorage | None = None) -> list[tuple[str, str]]:
+    """[(stage, Optuna study name)] of a study as users name it: a joint study or one stage by its
+    own name; a staged study by the name it was created with (its stages' studies, in order, those
+    that exist yet or come next). Raises StorageError when there is no such study."""
+    storage = storage or open_storage(storage_url)
+    names = _study_names(storage, storage_url)
+    if study_name in names:
+        probe = optuna.load_study(study_name=study_name, storage=storage)
+        return [(str(probe.user_attrs.get(STAGE_ATTR, "joint")), study_name)]
+    staged = [n for n in names if n.startswith(study_name + ".")]
+    firsts = [n for n in staged if optuna.load_study(study_name=n, storage=storage).user_attrs.get(
+        PARENT_ATTR) == study_name]
+    if not firsts:
+        shown = ", ".join(sorted(names)[:10]) or "none"
+        raise StorageError(
+            f"no study named {study_name!r} in {mask_url(storage_url)} (studies there: {shown})"
+        )
+    probe = optuna.load_study(study_name=sorted(firsts)[0], storage=storage)
+    spec = parse_spec(probe.user_attrs[SPEC_ATTR], f"study {study_name} spec")
+    return [(st, stage_study_name(study_name, st)) for st in spec.stages]
 
 
 def load(
     study_name: str, storage_url: str, storage: RDBStorage | None = None
 ) -> tuple[optuna.Study, StudySpec]:
+    """The study (for a staged name: its first stage's study) and the spec it stores."""
     storage = storage or open_storage(storage_url)
-    try:
-        names = optuna.study.get_all_study_names(storage)
-    except SQLAlchemyError as e:
-        raise StorageError(f"cannot read storage {mask_url(storage_url)}: {type(e).__name__}") from None
+    names = _study_names(storage, storage_url)
     if study_name not in names:
-        shown = ", ".join(sorted(names)[:10]) or "none"
-        raise StorageError(
-            f"no study named {study_name!r} in {mask_url(storage_url)} (studies there: {shown})"
-        )
+        plan = stage_plan(study_name, storage_url, storage)
+        study_name = plan[0][1]
     probe = optuna.load_study(study_name=study_name, storage=storage)
     raw = probe.user_attrs.get(SPEC_ATTR)
     if raw is None:
@@ -141,6 +195,84 @@ def load(
     spec = parse_spec(raw, f"study {study_name} spec")
     study = optuna.load_study(study_name=study_name, storage=storage, sampler=make_sampler(spec))
     return study, spec
+
+
+def best_tuned_trial(trials: list[FrozenTrial], spec: StudySpec) -> FrozenTrial | None:
+    """The stage's best feasible COMPLETE trial by the spec's primary (first) objective; the stock
+    baseline counts (when nothing beat it, stock is the tuned configuration). Ties: the lower number."""
+    primary = spec.objectives[0]
+    pool = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE
+        and t.values is not None
+        and all(v <= 0 for v in t.constraints)
+        and isinstance(t.user_attrs.get("nova:config"), dict)
+    ]
+    if not pool:
+        return None
+    sign = -1.0 if primary.direction == "maximize" else 1.0
+    return min(pool, key=lambda t: (sign * t.values[0], t.number))
+
+
+def stage_done(study: optuna.Study, spec: StudySpec, stage: str) -> bool:
+    trials = study.get_trials(deepcopy=False)
+    return count_toward_budget(trials) >= spec.budget.for_stage(stage) and not any(
+        t.state == TrialState.RUNNING for t in trials
+    )
+
+
+def _next_stage(
+    parent: str, stage: str, previous: optuna.Study, spec: StudySpec, storage: RDBStorage, url: str
+) -> optuna.Study | None:
+    """The stage's study: loaded if it exists; created (once, under a lock across workers) when the
+    previous stage is done; None while the previous stage still runs."""
+    name = stage_study_name(parent, stage)
+    with _BudgetLock(storage, parent + "#stages"):
+        if name not in _study_names(storage, url):
+            if not stage_done(previous, spec, spec.stages[spec.stages.index(stage) - 1]):
+                return None
+            best = best_tuned_trial(previous.get_trials(deepcopy=False), spec)
+            if best is None:
+                raise StorageError(
+                    f"stage {previous.study_name!r} has no feasible COMPLETE trial: there is no tuned "
+                    f"configuration to build the {stage} stage on (see `nova-search status`)"
+                )
+            base = {
+                "study": previous.study_name,
+                "number": best.number,
+                "config": best.user_attrs["nova:config"],
+                "values": list(best.values or []),
+            }
+            _new_stage_study(storage, spec, parent, stage, base)
+    return optuna.load_study(study_name=name, storage=storage, sampler=make_sampler(spec))
+
+
+def run_stages(study_name: str, storage_url: str, opts: WorkerOptions) -> tuple[optuna.Study, int]:
+    """Run a study's trials, following its stages: when one stage's budget is spent (counted across
+    every worker) and none of its trials runs, the next stage starts on its best trial. Returns the
+    last stage's study this worker worked on and the number of trials it ran."""
+    storage = open_storage(storage_url)
+    plan = stage_plan(study_name, storage_url, storage)
+    if opts.stop_after_s is not None and opts.deadline is None:
+        opts = replace(opts, deadline=time.monotonic() + opts.stop_after_s)
+    study, spec = load(plan[0][1], storage_url, storage)
+    parent = str(study.user_attrs.get(PARENT_ATTR, study_name))
+    ran = 0
+    for i, (stage, _name) in enumerate(plan):
+        if i > 0:
+            nxt = _next_stage(parent, stage, study, spec, storage, storage_url)
+            if nxt is None:
+                log.info("stage %s still runs elsewhere: this worker stops here", plan[i - 1][1])
+                break
+            study = nxt
+        left = None if opts.max_trials is None else opts.max_trials - ran
+        if left is not None and left <= 0:
+            break
+        ran += run_worker(study, spec, replace(opts, max_trials=left))
+        if not stage_done(study, spec, stage):
+            break  # stopped by --max-trials, --stop-after or an interrupt
+    return study, ran
 
 
 @dataclass
@@ -265,6 +397,7 @@ def _run_slot(
     storage = rdb_storage(study)
     lock = _BudgetLock(storage, study.study_name)
     window = opts.storage_retry_s
+    budget = spec.budget.for_stage(ctx.stage) if ctx.stage != "joint" else spec.budget.n_trials
     while not stop.is_set():
         if opts.deadline is not None and time.monotonic() >= opts.deadline:
             log.info("--stop-after reached: no new trial is started here")
@@ -274,7 +407,7 @@ def _run_slot(
                 return
             counter[0] += 1
         retrying(lambda: fail_stale_trials(study), window, "the stale-trial check")
-        trial = retrying(lambda: _ask_within_budget(study, lock, spec.budget.n_trials), window, "ask")
+        trial = retrying(lambda: _ask_within_budget(study, lock, budget), window, "ask")
         if trial is None:
             with counter_lock:
                 counter[0] -= 1
@@ -359,7 +492,11 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     store.check_ready()
     facts = host_facts(spec, opts.gpus)
     cancel = threading.Event()
+    attrs = study.user_attrs
+    tuned = attrs.get(BASE_ATTR)
     base = TrialContext(
+        stage=str(attrs.get(STAGE_ATTR, "joint")),
+        base_config=EngineConfig.from_dict(tuned["config"]) if isinstance(tuned, dict) else None,
         spec=spec,
         study_name=study.study_name,
         facts=facts,

@@ -109,6 +109,10 @@ class TrialContext:
     #: servers running now (shared by the slots of one worker), so an interrupt can stop them all
     servers: set[Server] = field(default_factory=set)
     storage_retry_s: float = 300.0
+    #: the stage this trial belongs to (spec.stages) and, in the speculative stage, the tuned
+    #: configuration it builds on (also what a "tuned" baseline trial runs)
+    stage: str = "joint"
+    base_config: EngineConfig | None = None
 
     def stop_servers(self) -> None:
         for server in list(self.servers):
@@ -128,16 +132,23 @@ def describe_dict(config: dict[str, Any]) -> str:
     return " ".join(parts) or "vLLM defaults"
 
 
-def choose_config(trial: optuna.Trial, spec: StudySpec) -> EngineConfig:
-    if trial.user_attrs.get(ROLE_ATTR) == "stock":
+def choose_config(
+    trial: optuna.Trial, spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None
+) -> EngineConfig:
+    role = trial.user_attrs.get(ROLE_ATTR)
+    if role == "stock":
         return stock_config(spec)
-    return sample(trial, spec)
+    if role == "tuned":
+        if base is None:
+            raise TrialFailure("internal", "a tuned baseline trial needs the stage's tuned configuration")
+        return base
+    return sample(trial, spec, stage, base)
 
 
 def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     spec = ctx.spec
     started = time.monotonic()
-    config = choose_config(trial, spec)
+    config = choose_config(trial, spec, ctx.stage, ctx.base_config)
     _set(trial, ctx, A_CONFIG, config.as_dict())
     _set(trial, ctx, A_WORKER, {"host": ctx.worker, "gpus": list(ctx.gpus)})
     ctx.reporter.trial_started(trial.number, describe(config))

@@ -46,3 +46,18 @@ class EngineConfig:
         d = asdict(self)
         d["speculative"] = self.speculative.as_json_dict() if self.speculative else None
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EngineConfig:
+        """The inverse of ``as_dict`` (unknown keys are ignored: a newer worker's record)."""
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in d.items() if k in known and k != "speculative"}
+        spec = d.get("speculative")
+        if spec:
+            fields = SpeculativeConfig.__dataclass_fields__
+            sd = {k: v for k, v in spec.items() if k in fields}
+            sched = sd.get("num_speculative_tokens_per_batch_size")
+            if sched is not None:
+                sd["num_speculative_tokens_per_batch_size"] = tuple(tuple(x) for x in sched)
+            values["speculative"] = SpeculativeConfig(**sd)
+        return cls(**values)
