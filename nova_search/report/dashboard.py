@@ -72,8 +72,8 @@ def _cell(v: Any, fmt: str = ".4g") -> str:
         return "–"
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if isinstance(v, float):
-        return format(v, fmt)
+    if isinstance(v, int | float):
+        return format(float(v), fmt)
     return str(v).replace("|", "\\|").replace("\n", " ")
 
 
