@@ -51,6 +51,7 @@ from nova_search.trial import (
     A_CONFIG,
     A_ENGINE_VERSION,
     A_LEVELS,
+    A_LOG_TAIL,
     A_MESSAGE,
     A_REASON,
     A_TIMING,
@@ -132,6 +133,8 @@ class TrialResult:
     #: output tok/s of each measurement window, per level (``sweep.repeats`` >= 2), else empty
     repeats: dict[int, tuple[float, ...]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: the end of the server log of a FAIL trial (``nova:log_tail``), else None
+    log_tail: str | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -518,6 +521,7 @@ def trial_result(t: FrozenTrial, rows: Sequence[Mapping[str, Any]] = ()) -> Tria
         retry_of=int(retry_of) if isinstance(retry_of, int) else None,
         repeats=_repeats(attrs.get(A_REPEATS)),
         warnings=tuple(str(w) for w in attrs.get(A_WARNINGS) or ()),
+        log_tail=str(attrs[A_LOG_TAIL]) if attrs.get(A_LOG_TAIL) else None,
     )
 
 

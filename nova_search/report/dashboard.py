@@ -59,8 +59,10 @@ CANDIDATES = 3
 ACCEPTANCE_TRIALS = 5
 #: rows of the study note's best-trials table
 BEST_ROWS = 10
-#: failure messages are cut to this many characters in a note (the log tail is an artifact)
+#: failure messages are cut to this many characters in a note (the whole log is an artifact)
 MESSAGE_CHARS = 1500
+#: the end of the server log shown in a failed trial's note
+LOG_TAIL_CHARS = 1500
 
 
 # ---------------------------------------------------------------- formatting
@@ -138,6 +140,14 @@ def trial_note_markdown(trial: TrialResult, objectives: Sequence[Objective] = ()
         parts.append(f"### Why it ended {trial.state}\n\n**{_cell(trial.reason or 'unknown')}**")
         if message:
             parts.append(_fence(message))
+        if trial.log_tail and trial.log_tail.strip():
+            log_tail = trial.log_tail.strip()
+            if len(log_tail) > LOG_TAIL_CHARS:
+                log_tail = "… " + log_tail[-LOG_TAIL_CHARS:]
+            parts.append(
+                "The end of the server log (all of it: the trial's `server.log` artifact):\n\n"
+                + _fence(log_tail)
+            )
     if trial.levels:
         spec = _speculative(trial)
         headers = [

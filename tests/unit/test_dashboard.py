@@ -97,13 +97,18 @@ def test_trial_note_without_a_drafter_has_no_acceptance_column(full):
 
 
 def test_trial_note_of_failed_and_pruned_trials(full):
-    failed = replace(full.trial(5), message="boom ``` inside\nline two " + "x" * 3000)
+    failed = replace(
+        full.trial(5),
+        message="boom ``` inside\nline two " + "x" * 3000,
+        log_tail="early\n" + "y" * 2000 + "\nlast line",
+    )
     md = trial_note_markdown(failed, OBJECTIVES)
     assert "### Why it ended FAIL" in md and "**oom**" in md
     assert "boom ``` inside\nline two" in md
     assert "````\nboom" in md  # the fence is longer than any run of backticks in the message
     assert "x" * 1400 + " …" in md and "x" * 1500 not in md  # cut: the whole log is an artifact
     assert "objectives:" not in md  # a failed trial has no values
+    assert "y" * 1400 + "\nlast line\n```" in md and "early" not in md  # the end of the server log
     assert table_rows(md, "| concurrency")[0][0] == "1"  # the level measured before it failed
 
     pruned = mk(6, [], state="PRUNED", reason="incompatible", message="fp8 | needs AVX-512")
