@@ -51,6 +51,7 @@ from nova_search.trial import (
     A_CONFIG,
     A_ENGINE_VERSION,
     A_LEVELS,
+    A_LOG_TAIL,
     A_MESSAGE,
     A_REASON,
     A_TIMING,
@@ -134,6 +135,8 @@ class TrialResult:
     warnings: tuple[str, ...] = ()
     #: the accelerator (or CPU) the levels were measured on, from nova's table
     device_name: str | None = None
+    #: the end of the server log of a FAIL trial (``nova:log_tail``), else None
+    log_tail: str | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -521,6 +524,7 @@ def trial_result(t: FrozenTrial, rows: Sequence[Mapping[str, Any]] = ()) -> Tria
         repeats=_repeats(attrs.get(A_REPEATS)),
         warnings=tuple(str(w) for w in attrs.get(A_WARNINGS) or ()),
         device_name=next((str(r["gpu_name"]) for r in rows if r.get("gpu_name")), None),
+        log_tail=str(attrs[A_LOG_TAIL]) if attrs.get(A_LOG_TAIL) else None,
     )
 
 
@@ -556,29 +560,41 @@ def load_results(study_name: str, storage_url: str) -> StudyResults:
             raise StorageError(f"no study named {study_name!r} in {masked} (studies there: {shown})")
         try:
             study = optuna.load_study(study_name=study_name, storage=storage)
-            frozen = study.get_trials(deepcopy=False)
-            pareto = tuple(sorted(t.number for t in study.best_trials))
-            spec = study.user_attrs.get(SPEC_ATTR)
-            objectives = _objectives(study)
         except (SQLAlchemyError, optuna.exceptions.OptunaError) as e:
             raise StorageError(
                 f"cannot read study {study_name!r} from {masked}: {type(e).__name__}"
             ) from None
-        rows = _level_rows(storage_url, study_name)
-        trials = tuple(
-            trial_result(t, rows.get(t.number, ())) for t in sorted(frozen, key=lambda t: t.number)
-        )
-        return StudyResults(
-            study_name=study_name,
-            storage=masked,
-            objectives=objectives,
-            trials=trials,
-            pareto_numbers=pareto,
-            spec=spec if isinstance(spec, dict) else None,
-            budget_used=count_toward_budget(list(frozen)),
-        )
+        return study_results(study, masked, _level_rows(storage_url, study_name))
     finally:
         storage.engine.dispose()
+
+
+def study_results(
+    study: optuna.Study, storage: str, rows: Mapping[int, Sequence[Mapping[str, Any]]] | None = None
+) -> StudyResults:
+    """``StudyResults`` of a study already open (a worker's, say). ``storage`` is the URL to show,
+    masked; ``rows``: nova's per-level rows by trial number, for trials without ``nova:levels``.
+    Raises StorageError when the storage cannot be read."""
+    try:
+        frozen = study.get_trials(deepcopy=False)
+        pareto = tuple(sorted(t.number for t in study.best_trials))
+        spec = study.user_attrs.get(SPEC_ATTR)
+        objectives = _objectives(study)
+    except (SQLAlchemyError, optuna.exceptions.OptunaError) as e:
+        raise StorageError(
+            f"cannot read study {study.study_name!r} from {storage}: {type(e).__name__}"
+        ) from None
+    rows = rows or {}
+    trials = tuple(trial_result(t, rows.get(t.number, ())) for t in sorted(frozen, key=lambda t: t.number))
+    return StudyResults(
+        study_name=study.study_name,
+        storage=storage,
+        objectives=objectives,
+        trials=trials,
+        pareto_numbers=pareto,
+        spec=spec if isinstance(spec, dict) else None,
+        budget_used=count_toward_budget(list(frozen)),
+    )
 
 
 def best(

@@ -526,6 +526,35 @@ def report_cmd(
     console.print(f"report written to {path} ({summary})", highlight=False)
 
 
+@app.command("dashboard")
+def dashboard_cmd(
+    storage: StorageOpt = None,
+    artifacts_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--artifacts-dir",
+            help="The workers' artifacts folder (request records, server logs). Default: ./nova-artifacts "
+            "when it exists.",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (no login: keep it local).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8080,
+) -> None:
+    """Serve optuna-dashboard on the study storage, with nova's notes, graphs and trial artifacts."""
+    from nova_search.report.dashboard import open_dashboard, serve
+    from nova_search.study import mask_url
+
+    url = _storage_url(storage, None)
+    opened, store, folder = _guard(lambda: open_dashboard(url, artifacts_dir))
+    shown = f"artifacts from {folder}" if folder else "no artifacts folder (--artifacts-dir)"
+    console.print(f"optuna-dashboard on http://{host}:{port}/ for {mask_url(url)}, {shown}", highlight=False)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(f"warning: the dashboard has no login and listens on {host}; prefer a tunnel")
+    _guard(lambda: serve(opened, store, host, port))
+
+
 def main() -> None:
     try:
         app()

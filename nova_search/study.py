@@ -5,6 +5,8 @@
 - The study is created once (directions, metric names, the spec as a study attribute, baselines
   enqueued); workers load it and rebuild everything from the stored spec.
 - The trial budget is counted across all workers in storage (finished trials of every state).
+- After each trial is told, the worker writes the trial's note and refreshes the study note and
+  graphs for optuna-dashboard (``report.dashboard.after_trial``; never fails the worker).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from nova_search.artifacts import filesystem_store
 from nova_search.db import LevelStore, upgrade
 from nova_search.db._url import engine_kwargs
 from nova_search.db._url import mask as mask_url
@@ -439,6 +442,14 @@ def _run_slot(
         if ctx.cancel.is_set():
             state, values = TrialState.FAIL, None
         _tell(study, trial, state, values, window)
+        _update_dashboard(study, trial)
+
+
+def _update_dashboard(study: optuna.Study, trial: optuna.Trial) -> None:
+    """The trial's note, the study note and graphs (optuna-dashboard); logged, never raised."""
+    from nova_search.report.dashboard import after_trial  # report reads through api, which imports us
+
+    after_trial(study, trial)
 
 
 def _tell(
@@ -494,13 +505,15 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     cancel = threading.Event()
     attrs = study.user_attrs
     tuned = attrs.get(BASE_ATTR)
+    artifacts_root = Path(opts.artifacts_dir or spec.artifacts_dir)
     base = TrialContext(
         stage=str(attrs.get(STAGE_ATTR, "joint")),
         base_config=EngineConfig.from_dict(tuned["config"]) if isinstance(tuned, dict) else None,
         spec=spec,
         study_name=study.study_name,
         facts=facts,
-        artifacts_root=Path(opts.artifacts_dir or spec.artifacts_dir),
+        artifacts_root=artifacts_root,
+        artifact_store=filesystem_store(artifacts_root),
         reporter=opts.reporter,
         sink=TableSink(store, study.study_name, socket.gethostname(), facts.device_name),
         cancel=cancel,

@@ -7,6 +7,10 @@
 Failures are classified and recorded on the trial, then raised as ``TrialFailure`` (Optuna: FAIL)
 or ``optuna.TrialPruned`` (an incompatible configuration, never launched). A level already measured
 is stored on the trial before the next one starts, so a crash never loses it.
+
+Every measured request is appended to the trial's ``requests.jsonl`` as its window ends; once the
+server is down, that file and the server log are uploaded as the trial's Optuna artifacts (when the
+context has an artifact store), before the trial is told.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import optuna
 
 from nova_search import objectives as obj
 from nova_search.analysis import find_saturation, median_ci
+from nova_search.artifacts import REQUESTS_FILE, append_jsonl, request_rows, upload_files
 from nova_search.engine.command import build_launch, served_name
 from nova_search.engine.config import EngineConfig
 from nova_search.engine.probe import read_version
@@ -113,6 +118,9 @@ class TrialContext:
     #: configuration it builds on (also what a "tuned" baseline trial runs)
     stage: str = "joint"
     base_config: EngineConfig | None = None
+    #: an Optuna artifact store (``artifacts.filesystem_store``): request records and the server log
+    #: go there as the trial's artifacts; None: the files stay in artifacts_root only
+    artifact_store: Any = None
 
     def stop_servers(self) -> None:
         for server in list(self.servers):
@@ -157,6 +165,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     if problems:
         _set(trial, ctx, A_REASON, "incompatible")
         _set(trial, ctx, A_MESSAGE, "; ".join(problems))
+        _set(trial, ctx, A_SUMMARY, _short("incompatible: " + "; ".join(problems)))
         ctx.reporter.trial_finished(trial.number, "PRUNED", "; ".join(problems))
         raise optuna.TrialPruned("incompatible: " + "; ".join(problems))
 
@@ -170,6 +179,8 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     )
     _set(trial, ctx, A_ARGV, list(plan.argv))
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "server.log"
+    requests_path = log_path.with_name(REQUESTS_FILE)
+    requests_path.unlink(missing_ok=True)  # a study of the same name run before in this folder
     _set(trial, ctx, A_LOG_PATH, str(log_path))
     timing: dict[str, float] = {}
     levels: list[LevelResult] = []
@@ -184,7 +195,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
             version = read_version(server.base_url, server.api_key)
             _set(trial, ctx, A_ENGINE_VERSION, version)
             target = Target(server.base_url, served_name(spec.model), server.api_key)
-            levels = _measure(trial, ctx, server, target, timing, plan.argv, version)
+            levels = _measure(trial, ctx, server, target, timing, plan.argv, version, requests_path)
     except TrialFailure as e:
         if ctx.cancel.is_set():
             e = TrialFailure("interrupted", "the worker was interrupted", e.log_tail)
@@ -197,6 +208,8 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         ctx.servers.discard(server)
         timing["total_s"] = time.monotonic() - started
         _set(trial, ctx, A_TIMING, timing)
+        if ctx.artifact_store is not None:
+            upload_files(trial, ctx.artifact_store, [requests_path, log_path])
 
     values = obj.objective_values(levels, spec.objectives)
     missing = [o.name for o, v in zip(spec.objectives, values, strict=True) if v is None]
@@ -221,6 +234,7 @@ def _measure(
     timing: dict[str, float],
     argv: tuple[str, ...],
     version: str | None,
+    requests_path: Path,
 ) -> list[LevelResult]:
     spec = ctx.spec
     sweep = spec.sweep
@@ -231,6 +245,7 @@ def _measure(
     intervals: dict[str, dict[str, Any]] = {}
     warnings: list[str] = []
     measured = 0.0
+    origin: float | None = None
     for i, c in enumerate(sweep.concurrency):
         windows: list[LevelResult] = []
         last_sample: dict[str, float] = {}
@@ -259,6 +274,8 @@ def _measure(
             )
             run = run_level(target, plan, sweep.client_cpus)
             measured += run.window_end - run.window_start
+            origin = run.window_start if origin is None else origin
+            append_jsonl(requests_path, request_rows(run.records, level=c, repeat=r, origin=origin))
             if not server.alive():
                 raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))
             windows.append(summarize(run, slos))
@@ -316,7 +333,14 @@ def _record_failure(trial: optuna.Trial, ctx: TrialContext, reason: str, message
     _set(trial, ctx, A_REASON, reason)
     _set(trial, ctx, A_MESSAGE, message)
     _set(trial, ctx, A_LOG_TAIL, log_tail[-4000:])
+    _set(trial, ctx, A_SUMMARY, _short(f"{reason}: {message}"))
     ctx.reporter.trial_finished(trial.number, "FAIL", f"{reason}: {message}")
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """A one-line summary short enough for the dashboard's trial table."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _set(trial: optuna.Trial, ctx: TrialContext, key: str, value: Any) -> None:

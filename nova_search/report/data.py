@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from nova_search.analysis.saturation import find_saturation
 from nova_search.api import Objective, StudyResults, TrialResult, objective_of
+from nova_search.metrics import LevelResult
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 #: importances need at least this many complete trials with parameters
@@ -153,19 +154,56 @@ def stock_trial(results: StudyResults) -> TrialResult | None:
 
 def best_tuned(results: StudyResults) -> TrialResult | None:
     """The best non-stock feasible COMPLETE trial by the study's first objective."""
+    ranked = ranked_tuned(results)
+    return ranked[0] if ranked else None
+
+
+def ranked_tuned(results: StudyResults) -> list[TrialResult]:
+    """The non-stock feasible COMPLETE trials, best first by the study's first objective (ties: the
+    lower number); ``best_tuned`` is the first of them."""
     if not results.objectives:
-        return None
+        return []
     primary = results.objectives[0]
     pool = [t for t in results.feasible() if not t.is_stock and objective_of(t, primary) is not None]
-    if not pool:
-        return None
 
     def key(t: TrialResult) -> tuple[float, int]:
         v = objective_of(t, primary)
         assert v is not None
         return (-v if primary.maximize else v, t.number)
 
-    return min(pool, key=key)
+    return sorted(pool, key=key)
+
+
+@dataclass(frozen=True)
+class TrialCurve:
+    """One trial's measured levels, labelled for a chart of a metric against concurrency."""
+
+    trial_number: int
+    #: "stock", "best tuned" or "candidate" (a leading tuned trial after the best)
+    kind: str
+    label: str
+    levels: tuple[LevelResult, ...]
+
+    def points(self, metric: str) -> tuple[tuple[int, ...], tuple[float | None, ...]]:
+        """(concurrencies, the metric at each), in level order."""
+        levels = sorted(self.levels, key=lambda lv: lv.concurrency)
+        return tuple(lv.concurrency for lv in levels), tuple(getattr(lv, metric, None) for lv in levels)
+
+
+def trial_curves(results: StudyResults, *, candidates: int = 3) -> list[TrialCurve]:
+    """The curves worth drawing: the stock baseline (COMPLETE), the best tuned trial and up to
+    ``candidates`` leading tuned trials after it (by the first objective), each with its levels."""
+    out = []
+    stock = stock_trial(results)
+    if stock is not None and stock.levels:
+        out.append(TrialCurve(stock.number, "stock", f"stock (trial {stock.number})", stock.levels))
+    ranked = [t for t in ranked_tuned(results) if t.levels]
+    for i, t in enumerate(ranked[: candidates + 1]):
+        kind, label = (
+            ("best tuned", f"best tuned (trial {t.number})") if i == 0 else ("candidate", f"trial {t.number}")
+        )
+        out.append(TrialCurve(t.number, kind, label, t.levels))
+    return out
 
 
 # ---------------------------------------------------------------- tables

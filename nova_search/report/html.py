@@ -18,10 +18,17 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
-from plotly.subplots import make_subplots
 
 from nova_search.files import write_atomic
 from nova_search.report.data import LATENCY_METRICS, ReportData
+from nova_search.report.figures import (
+    STOCK_COLOR,
+    TUNED_COLOR,
+    Series,
+    acceptance_series,
+    line_figure,
+    panel_figure,
+)
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -73,47 +80,34 @@ def _div(fig: go.Figure) -> str:
 def throughput_figure(data: ReportData) -> go.Figure | None:
     if not data.throughput:
         return None
-    fig = go.Figure()
-    xs = [r.concurrency for r in data.throughput]
-    for name, ys in (
-        (f"stock (trial {data.stock_trial})", [r.stock_tok_s for r in data.throughput]),
-        (f"tuned (trial {data.tuned_trial})", [r.tuned_tok_s for r in data.throughput]),
-    ):
-        if any(y is not None for y in ys):
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=name))
-    fig.update_layout(
-        title="Output throughput per concurrency", xaxis_title="concurrency", yaxis_title="tok/s"
+    xs = tuple(r.concurrency for r in data.throughput)
+    rows = data.throughput
+    series = (
+        Series(f"stock (trial {data.stock_trial})", xs, tuple(r.stock_tok_s for r in rows), STOCK_COLOR),
+        Series(f"tuned (trial {data.tuned_trial})", xs, tuple(r.tuned_tok_s for r in rows), TUNED_COLOR),
     )
-    fig.update_xaxes(type="category")
-    return fig
+    return line_figure(series, title="Output throughput per concurrency", yaxis_title="tok/s")
 
 
 def latency_figure(data: ReportData) -> go.Figure | None:
     if not data.latency:
         return None
-    fig = make_subplots(
-        rows=1, cols=len(LATENCY_METRICS), subplot_titles=[f"{m.upper()} p99 (ms)" for m in LATENCY_METRICS]
-    )
-    for which in ("stock", "tuned"):
-        rows = [r for r in data.latency if r.which == which]
-        if not rows:
-            continue
-        for col, m in enumerate(LATENCY_METRICS, start=1):
-            fig.add_trace(
-                go.Scatter(
-                    x=[str(r.concurrency) for r in rows],
-                    y=[getattr(r, f"{m}_p99_ms") for r in rows],
-                    mode="lines+markers",
-                    name=f"{which} (trial {rows[0].trial_number})",
-                    legendgroup=which,
-                    showlegend=col == 1,
-                    line={"color": "#636efa" if which == "stock" else "#ef553b"},
-                ),
-                row=1,
-                col=col,
-            )
-    fig.update_layout(title="Latency p99 per concurrency")
-    return fig
+    panels = []
+    for m in LATENCY_METRICS:
+        group = []
+        for which, color in (("stock", STOCK_COLOR), ("tuned", TUNED_COLOR)):
+            rows = [r for r in data.latency if r.which == which]
+            if rows:
+                group.append(
+                    Series(
+                        f"{which} (trial {rows[0].trial_number})",
+                        tuple(r.concurrency for r in rows),
+                        tuple(getattr(r, f"{m}_p99_ms") for r in rows),
+                        color,
+                    )
+                )
+        panels.append((f"{m.upper()} p99 (ms)", group))
+    return panel_figure(panels, title="Latency p99 per concurrency")
 
 
 def pareto_figure(data: ReportData) -> go.Figure | None:
@@ -186,25 +180,10 @@ def importance_figure(data: ReportData) -> go.Figure | None:
 
 
 def acceptance_figure(data: ReportData) -> go.Figure | None:
-    rows = [r for r in data.acceptance if r.acceptance_rate is not None]
-    if not rows:
+    series = acceptance_series(data.acceptance)
+    if not series:
         return None
-    fig = go.Figure()
-    for n in sorted({r.trial_number for r in rows}):
-        mine = [r for r in rows if r.trial_number == n]
-        label = f"trial {n} ({mine[0].method or '?'}/k{mine[0].num_speculative_tokens or '?'})"
-        fig.add_trace(
-            go.Scatter(
-                x=[str(r.concurrency) for r in mine],
-                y=[r.acceptance_rate for r in mine],
-                mode="lines+markers",
-                name=label,
-            )
-        )
-    fig.update_layout(
-        title="Draft acceptance rate", xaxis_title="concurrency", yaxis_title="accepted / drafted"
-    )
-    return fig
+    return line_figure(series, title="Draft acceptance rate", yaxis_title="accepted / drafted")
 
 
 # ---------------------------------------------------------------- sections

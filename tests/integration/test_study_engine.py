@@ -2,8 +2,8 @@
 
 One study, four enqueued trials: the stock baseline, an n-gram speculative config, a suffix config that
 cannot boot here (arctic-inference is not in the engine's environment), and a config the compatibility
-table refuses without launching. Checks states, reasons, values, constraints, argv, and that no vLLM
-process is left behind.
+table refuses without launching. Checks states, reasons, values, constraints, argv, the dashboard
+notes and graphs and the trials' artifacts, and that no vLLM process is left behind.
 """
 
 from __future__ import annotations
@@ -130,8 +130,43 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     assert "chunked_prefill_budget" in refused.user_attrs[A_MESSAGE]
     assert A_ARGV not in refused.user_attrs
 
+    _check_dashboard_notes_and_artifacts(url, tmp_path / "artifacts", trials)
     assert "Pareto-optimal trials" in proc.stdout
     assert vllm_processes() - before == set()
+
+
+def _check_dashboard_notes_and_artifacts(url, artifacts, trials):
+    """Real trials get their optuna-dashboard note and their Optuna artifacts (request records, server
+    log), and the study its note and graphs."""
+    from optuna.artifacts import FileSystemArtifactStore, download_artifact, get_all_artifact_meta
+    from optuna_dashboard import get_note
+
+    study = optuna.load_study(study_name="e2e", storage=url)
+    storage = study._storage
+    stock, ngram, suffix, refused = (optuna.Trial(study, t._trial_id) for t in trials)
+    assert "## Trial 0: COMPLETE (stock)" in get_note(stock)
+    note = get_note(ngram)
+    assert "| acceptance |" in note and "vLLM 0.32.0" in note and "--speculative-config" in note
+    assert "**unsupported**" in get_note(suffix) and "Arctic Inference" in get_note(suffix)
+    assert "**incompatible**" in get_note(refused)
+    assert "stock: trial 0" in get_note(study)
+    graphs = {k.split(":")[2] for k in storage.get_study_system_attrs(study._study_id) if "plot_data" in k}
+    assert graphs == {"nova-throughput", "nova-latency", "nova-acceptance"}
+
+    store = FileSystemArtifactStore(artifacts)
+    metas = {m.filename: m for m in get_all_artifact_meta(trials[1], storage=storage)}
+    assert set(metas) == {"requests.jsonl", "server.log"}
+    download_artifact(artifact_store=store, artifact_id=metas["requests.jsonl"].artifact_id,
+                      file_path=str(artifacts / "ngram-requests.jsonl"))  # fmt: skip
+    rows = [json.loads(x) for x in (artifacts / "ngram-requests.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 2 * 6  # two levels, two windows of 6 requests
+    assert {(r["level"], r["repeat"]) for r in rows} == {(1, 0), (1, 1), (2, 0), (2, 1)}
+    assert all(r["success"] and r["output_tokens"] == 24 and r["ttft_ms"] > 0 for r in rows)
+    failed = {m.filename: m for m in get_all_artifact_meta(trials[2], storage=storage)}
+    download_artifact(artifact_store=store, artifact_id=failed["server.log"].artifact_id,
+                      file_path=str(artifacts / "suffix-server.log"))  # fmt: skip
+    assert "Arctic Inference" in (artifacts / "suffix-server.log").read_text()
+    assert get_all_artifact_meta(trials[3], storage=storage) == []  # never launched
 
 
 @pytest.mark.postgres

@@ -5,7 +5,8 @@ OpenAI streaming API. Unknown vLLM flags are accepted and ignored.
 
 Environment knobs: FAKE_ENGINE_BOOT_S (seconds before it listens, default 0.2), FAKE_ENGINE_ITL_S
 (default 0.002), FAKE_ENGINE_CHILD=1 (also spawn a child process in the same group, like vLLM's
-engine core, to prove group teardown).
+engine core, to prove group teardown), FAKE_ENGINE_REFUSE=FLAG (exit 1 at boot, with an error in its
+log, when FLAG is in its argv: a configuration the engine cannot run).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     args, _ignored = p.parse_known_args(argv)
+    refuse = os.environ.get("FAKE_ENGINE_REFUSE")
+    if refuse and refuse in (sys.argv[1:] if argv is None else argv):
+        print(f"ValueError: fake engine refuses {refuse}", file=sys.stderr, flush=True)
+        sys.exit(1)
     time.sleep(float(os.environ.get("FAKE_ENGINE_BOOT_S", "0.2")))
     if os.environ.get("FAKE_ENGINE_CHILD") == "1":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])

@@ -461,6 +461,17 @@ def test_compose_secret_wiring_and_dashboard_on_loopback() -> None:
     assert port.startswith("127.0.0.1:"), f"the dashboard has no login: {port}"
 
 
+def test_compose_dashboard_serves_the_workers_artifacts() -> None:
+    data = compose()
+    dash = data["services"]["dashboard"]
+    folder = service_env(dash)["NOVA_ARTIFACTS_DIR"]
+    worker = next(s for name, s in data["services"].items() if name.startswith("worker-"))
+    argv = service_argv(worker)
+    assert argv[argv.index("--artifacts-dir") + 1] == folder, "the folder the workers upload artifacts to"
+    volumes = [v if isinstance(v, str) else f"{v['source']}:{v['target']}" for v in dash["volumes"]]
+    assert f"artifacts:{folder}:ro" in volumes
+
+
 # ---------------------------------------------------------------- Kubernetes
 
 
@@ -922,6 +933,9 @@ def test_nova_dashboard_needs_the_storage(
 ) -> None:
     rc, err = call_helper("nova-dashboard", {}, monkeypatch=monkeypatch, capsys=capsys)
     assert rc == 2 and "NOVA_STORAGE" in err
+    env = {"NOVA_STORAGE": "sqlite:///x.db", "NOVA_ARTIFACTS_DIR": "/nonexistent/artifacts"}
+    rc, err = call_helper("nova-dashboard", env, monkeypatch=monkeypatch, capsys=capsys)
+    assert rc == 2 and "NOVA_ARTIFACTS_DIR" in err
 
 
 # ---------------------------------------------------------------- the GPU spec

@@ -1,0 +1,477 @@
+"""The study as optuna-dashboard shows it: a markdown note per trial, a study note, plotly graphs.
+
+Pure (from ``api`` records, tested without storage):
+
+- ``trial_note_markdown(trial)``: the per-level profile as a table (concurrency, output tok/s,
+  TTFT/TPOT p50 and p99, ITL and E2E p99, errors, KV peak, acceptance when a drafter ran), the launch
+  argv in a code block, the failure reason when there is one.
+- ``study_note_markdown(results, policy_markdown=None)``: trials by state, stock vs the best tuned
+  trial per concurrency, the best trials (the Pareto front), and, when given, a policy section.
+- ``dashboard_figures(results)``: graph id -> plotly figure: output throughput and latency (TTFT and
+  TPOT p99) against concurrency for stock, the best tuned trial and the leading candidates;
+  speculative acceptance when a drafter was measured. Drawn with ``report.figures``, as the report.
+
+Writing goes through optuna-dashboard's own API (``save_note``, ``save_plotly_graph_object``: study
+system attributes, so a finished trial can still get its note). ``save_trial_note``,
+``refresh_dashboard`` and ``after_trial`` never raise: a note or a graph that cannot be written is
+logged, and the measurement it describes is already stored.
+
+Serving: ``open_dashboard`` checks the storage and the artifacts folder (errors name the flag) and
+``serve`` runs optuna-dashboard's ``run_server`` with the artifact store wired in
+(``nova-search dashboard``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import optuna
+
+from nova_search.api import Objective, StudyResults, TrialResult, objective_of, study_results
+from nova_search.db._url import mask
+from nova_search.errors import NovaError, SpecError, StorageError
+from nova_search.report.data import (
+    acceptance_table,
+    best_tuned,
+    stock_trial,
+    throughput_table,
+    trial_curves,
+)
+from nova_search.report.figures import Series, acceptance_series, line_figure, panel_figure
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+log = logging.getLogger("nova_search")
+
+#: graph ids on the study page (stable, so each refresh overwrites its graph)
+GRAPH_THROUGHPUT = "nova-throughput"
+GRAPH_LATENCY = "nova-latency"
+GRAPH_ACCEPTANCE = "nova-acceptance"
+#: leading tuned trials drawn after the best one
+CANDIDATES = 3
+#: speculative trials drawn in the acceptance graph (the best ones by the first objective)
+ACCEPTANCE_TRIALS = 5
+#: rows of the study note's best-trials table
+BEST_ROWS = 10
+#: failure messages are cut to this many characters in a note (the whole log is an artifact)
+MESSAGE_CHARS = 1500
+#: the end of the server log shown in a failed trial's note
+LOG_TAIL_CHARS = 1500
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def _cell(v: Any, fmt: str = ".4g") -> str:
+    """A markdown table cell: None as a dash, floats formatted, pipes escaped."""
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int | float):
+        return format(float(v), fmt)
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v:.0%}"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], text: Sequence[str] = ()) -> str:
+    """A markdown table; columns named in ``text`` are left-aligned, the others (numbers) right."""
+    align = "|".join(":---" if h in text else "---:" for h in headers)
+    lines = ["| " + " | ".join(headers) + " |", "|" + align + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _fence(text: str, lang: str = "") -> str:
+    """A fenced code block that the text cannot close early."""
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}{lang}\n{text}\n{fence}"
+
+
+def _config_label(trial: TrialResult) -> str:
+    from nova_search.trial import describe_dict
+
+    return describe_dict(trial.config) if trial.config else ("vLLM defaults" if trial.is_stock else "")
+
+
+def _speculative(trial: TrialResult) -> bool:
+    """The trial ran a drafter (its configuration names a speculative method)."""
+    return bool(trial.config.get("speculative"))
+
+
+# ---------------------------------------------------------------- trial note
+
+
+def trial_note_markdown(trial: TrialResult, objectives: Sequence[Objective] = ()) -> str:
+    """The note of one trial: what ran, the per-level profile, how it was launched, why it ended.
+
+    ``objectives`` name the values of a COMPLETE trial."""
+    parts = [f"## Trial {trial.number}: {trial.state} ({trial.role})"]
+    facts = [f"**configuration:** {_cell(_config_label(trial)) or '–'}"]
+    if trial.values is not None and objectives:
+        shown = ", ".join(
+            f"{o.name} = {_cell(v)}" for o in objectives if (v := objective_of(trial, o)) is not None
+        )
+        facts.append(
+            f"**objectives:** {shown}" + ("" if trial.feasible else " (infeasible: a constraint fails)")
+        )
+    if trial.engine_version:
+        facts.append(f"**engine:** vLLM {_cell(trial.engine_version)}")
+    if trial.timing:
+        facts.append(
+            "**timing:** " + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in trial.timing.items())
+        )
+    parts.append("  \n".join(facts))
+    if trial.reason or trial.state in ("FAIL", "PRUNED"):
+        message = (trial.message or "").strip()
+        if len(message) > MESSAGE_CHARS:
+            message = message[:MESSAGE_CHARS] + " …"
+        parts.append(f"### Why it ended {trial.state}\n\n**{_cell(trial.reason or 'unknown')}**")
+        if message:
+            parts.append(_fence(message))
+        if trial.log_tail and trial.log_tail.strip():
+            log_tail = trial.log_tail.strip()
+            if len(log_tail) > LOG_TAIL_CHARS:
+                log_tail = "… " + log_tail[-LOG_TAIL_CHARS:]
+            parts.append(
+                "The end of the server log (all of it: the trial's `server.log` artifact):\n\n"
+                + _fence(log_tail)
+            )
+    if trial.levels:
+        spec = _speculative(trial)
+        headers = [
+            "concurrency",
+            "output tok/s",
+            "TTFT p50 ms",
+            "TTFT p99 ms",
+            "TPOT p50 ms",
+            "TPOT p99 ms",
+            "ITL p99 ms",
+            "E2E p99 ms",
+            "errors",
+            "KV peak",
+        ] + (["acceptance"] if spec else [])
+        rows = []
+        for lv in sorted(trial.levels, key=lambda lv: lv.concurrency):
+            row = [
+                str(lv.concurrency),
+                _cell(lv.output_throughput, ".1f"),
+                _cell(lv.ttft_p50_ms, ".1f"),
+                _cell(lv.ttft_p99_ms, ".1f"),
+                _cell(lv.tpot_p50_ms, ".2f"),
+                _cell(lv.tpot_p99_ms, ".2f"),
+                _cell(lv.itl_p99_ms, ".2f"),
+                _cell(lv.e2e_p99_ms, ".1f"),
+                f"{lv.errors}/{lv.requests}",
+                _pct(lv.kv_cache_usage_peak),
+            ]
+            if spec:
+                row.append(_pct(lv.spec_acceptance_rate))
+            rows.append(row)
+        parts.append("### Profile per concurrency\n\n" + _table(headers, rows))
+    elif trial.state != "PRUNED":
+        parts.append("No level was measured.")
+    if trial.warnings:
+        parts.append("### Warnings\n\n" + "\n".join(f"- {_cell(w)}" for w in trial.warnings))
+    if trial.argv:
+        parts.append("### Launch command\n\n" + _fence(shlex.join(trial.argv), "bash"))
+    return "\n\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------- study note
+
+
+def study_note_markdown(results: StudyResults, policy_markdown: str | None = None) -> str:
+    """The study note: where the study stands, stock vs the best tuned trial per concurrency, the best
+    trials, and ``policy_markdown`` (a deployment policy, say) as its own section when given."""
+    states: dict[str, int] = {}
+    for t in results.trials:
+        states[t.state] = states.get(t.state, 0) + 1
+    budget = f" · budget {results.budget_used}/{results.budget}" if results.budget else ""
+    objectives = ", ".join(f"`{o.name}` ({o.direction})" for o in results.objectives) or "none"
+    parts = [
+        f"# {results.study_name}",
+        f"{len(results.trials)} trials: "
+        + (", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none yet")
+        + budget
+        + f"  \n**objectives:** {objectives}",
+    ]
+
+    stock, tuned = stock_trial(results), best_tuned(results)
+    section = ["## Stock vs best tuned"]
+    if stock is None and tuned is None:
+        section.append("No COMPLETE stock baseline and no feasible tuned trial yet.")
+    else:
+        who = []
+        if stock is not None:
+            who.append(f"stock: trial {stock.number}")
+        else:
+            any_stock = results.stock()
+            who.append(
+                "stock: none"
+                if any_stock is None
+                else f"stock: trial {any_stock.number} ended {any_stock.state}"
+            )
+        who.append(
+            f"best tuned: trial {tuned.number} ({_cell(_config_label(tuned))})"
+            if tuned is not None
+            else "best tuned: no feasible tuned trial yet"
+        )
+        section.append(" · ".join(who))
+        rows = []
+        for r in throughput_table(stock, tuned):
+            s = stock.level(r.concurrency) if stock else None
+            t = tuned.level(r.concurrency) if tuned else None
+            rows.append(
+                [
+                    str(r.concurrency),
+                    _cell(r.stock_tok_s, ".1f"),
+                    _cell(r.tuned_tok_s, ".1f"),
+                    "–" if r.delta_pct is None else f"{r.delta_pct:+.1f}%",
+                    _cell(s.ttft_p99_ms if s else None, ".1f"),
+                    _cell(t.ttft_p99_ms if t else None, ".1f"),
+                    _cell(s.tpot_p99_ms if s else None, ".2f"),
+                    _cell(t.tpot_p99_ms if t else None, ".2f"),
+                ]
+            )
+        if rows:
+            section.append(
+                _table(
+                    [
+                        "concurrency",
+                        "stock tok/s",
+                        "tuned tok/s",
+                        "vs stock",
+                        "stock TTFT p99 ms",
+                        "tuned TTFT p99 ms",
+                        "stock TPOT p99 ms",
+                        "tuned TPOT p99 ms",
+                    ],
+                    rows,
+                )
+            )
+    parts.append("\n\n".join(section))
+
+    front = list(results.pareto())
+    if results.objectives:
+        first = results.objectives[0]
+
+        def key(t: TrialResult) -> tuple[float, int]:
+            v = objective_of(t, first)
+            return ((-v if first.maximize else v) if v is not None else float("inf"), t.number)
+
+        front.sort(key=key)
+    section = ["## Best trials (Pareto front, feasible)"]
+    if front:
+        names = [o.name for o in results.objectives]
+        rows = [
+            [
+                str(t.number),
+                t.role,
+                *(_cell(objective_of(t, o)) for o in results.objectives),
+                _cell(_config_label(t)),
+            ]
+            for t in front[:BEST_ROWS]
+        ]
+        section.append(
+            _table(["trial", "role", *names, "configuration"], rows, text=("role", "configuration"))
+        )
+        if len(front) > BEST_ROWS:
+            section.append(f"… and {len(front) - BEST_ROWS} more on the front (`nova-search best`).")
+    else:
+        section.append("No feasible COMPLETE trial yet.")
+    parts.append("\n\n".join(section))
+
+    if policy_markdown and policy_markdown.strip():
+        parts.append(policy_markdown.strip())
+    parts.append(
+        "_Written by nova-search after each trial; edits made here are overwritten. Each trial's note holds "
+        "its profile and launch command; its request records and server log are its artifacts._"
+    )
+    return "\n\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------- graphs
+
+
+def _curve_series(results: StudyResults, metric: str) -> list[Series]:
+    from nova_search.report.figures import STOCK_COLOR, TUNED_COLOR
+
+    colors = {"stock": STOCK_COLOR, "best tuned": TUNED_COLOR}
+    out = []
+    for c in trial_curves(results, candidates=CANDIDATES):
+        x, y = c.points(metric)
+        out.append(Series(c.label, x, y, colors.get(c.kind)))
+    return out
+
+
+def dashboard_figures(results: StudyResults) -> dict[str, go.Figure]:
+    """Graph id -> figure, only for graphs with something to draw."""
+    figures: dict[str, go.Figure] = {}
+    throughput = _curve_series(results, "output_throughput")
+    if any(not s.empty for s in throughput):
+        figures[GRAPH_THROUGHPUT] = line_figure(
+            throughput,
+            title="Output throughput vs concurrency: stock, best tuned, leading candidates",
+            yaxis_title="tok/s",
+        )
+        figures[GRAPH_LATENCY] = panel_figure(
+            [
+                ("TTFT p99 (ms)", _curve_series(results, "ttft_p99_ms")),
+                ("TPOT p99 (ms)", _curve_series(results, "tpot_p99_ms")),
+            ],
+            title="Latency p99 vs concurrency",
+        )
+    rows = acceptance_table(results)
+    if rows:
+        ranked = {t.number: i for i, t in enumerate(_by_first_objective(results))}
+        chosen = sorted({r.trial_number for r in rows}, key=lambda n: (ranked.get(n, len(ranked)), n))
+        keep = set(chosen[:ACCEPTANCE_TRIALS])
+        series = acceptance_series([r for r in rows if r.trial_number in keep])
+        if series:
+            figures[GRAPH_ACCEPTANCE] = line_figure(
+                series, title="Speculative decoding: draft acceptance rate", yaxis_title="accepted / drafted"
+            )
+    return figures
+
+
+def _by_first_objective(results: StudyResults) -> list[TrialResult]:
+    """COMPLETE trials, best first by the first objective (feasible ones before infeasible ones)."""
+    if not results.objectives:
+        return results.complete()
+    first = results.objectives[0]
+
+    def key(t: TrialResult) -> tuple[bool, float, int]:
+        v = objective_of(t, first)
+        return (not t.feasible, (-v if first.maximize else v) if v is not None else float("inf"), t.number)
+
+    return sorted(results.complete(), key=key)
+
+
+# ---------------------------------------------------------------- writing (never raises)
+
+_said: set[str] = set()
+
+
+def _say_once(text: str) -> None:
+    if text not in _said:
+        _said.add(text)
+        log.info(text)
+
+
+def save_trial_note(trial: optuna.Trial, result: TrialResult, objectives: Sequence[Objective] = ()) -> bool:
+    """Write the trial's note; False (and a log line) when it cannot be written."""
+    try:
+        from optuna_dashboard import save_note
+
+        save_note(trial, trial_note_markdown(result, objectives))
+        return True
+    except Exception as e:  # noqa: BLE001 - a note is never worth a measurement
+        log.warning(
+            "the dashboard note of trial %s was not written: %s: %s", result.number, type(e).__name__, e
+        )
+        return False
+
+
+def refresh_dashboard(
+    study: optuna.Study, results: StudyResults, *, policy_markdown: str | None = None
+) -> bool:
+    """Write the study note and the graphs. False (and a log line) when something was not written.
+
+    Cost: a read of the study's system attributes per write (optuna-dashboard's notes and graphs live
+    there, trial notes included); see benchmarks/dashboard_refresh.py."""
+    try:
+        from optuna_dashboard import save_note, save_plotly_graph_object
+
+        save_note(study, study_note_markdown(results, policy_markdown))
+        for graph_id, fig in dashboard_figures(results).items():
+            fig.update_layout(template="plotly_white")
+            save_plotly_graph_object(study, fig, graph_object_id=graph_id)
+        return True
+    except Exception as e:  # noqa: BLE001 - the dashboard is a view; the study carries on without it
+        log.warning("the dashboard's study note and graphs were not written: %s: %s", type(e).__name__, e)
+        return False
+
+
+def after_trial(study: optuna.Study, trial: optuna.Trial) -> bool:
+    """After a trial was told: its note, then the study note and graphs, from one read of the study.
+    Never raises; False when something was not written."""
+    if importlib.util.find_spec("optuna_dashboard") is None:
+        _say_once(
+            "optuna-dashboard is not installed (pip install 'nova-search[dashboard]'): no notes or graphs"
+        )
+        return False
+    try:
+        storage = getattr(study._storage, "_backend", study._storage)
+        url = getattr(storage, "url", "")
+        results = study_results(study, mask(url) if url else "")
+        result = results.trial(trial.number)
+    except Exception as e:  # noqa: BLE001
+        log.warning("the dashboard was not updated after trial %s: %s: %s", trial.number, type(e).__name__, e)
+        return False
+    ok = save_trial_note(trial, result, results.objectives)
+    return refresh_dashboard(study, results) and ok
+
+
+# ---------------------------------------------------------------- serving (nova-search dashboard)
+
+#: the artifacts folder a worker uses when neither the spec nor --artifacts-dir names one
+DEFAULT_ARTIFACTS_DIR = "nova-artifacts"
+
+
+def open_dashboard(
+    storage_url: str, artifacts_dir: str | None
+) -> tuple[optuna.storages.RDBStorage, Any, Path | None]:
+    """The storage (read as it is: Optuna's tables are never created) and the artifact store for
+    optuna-dashboard: (storage, store or None, artifacts folder or None).
+
+    ``artifacts_dir`` None: ``nova-artifacts`` when that folder exists, else no artifacts. Raises
+    StorageError naming ``--storage``, SpecError naming ``--artifacts-dir``, NovaError without
+    optuna-dashboard."""
+    from nova_search.api import _open
+    from nova_search.artifacts import filesystem_store
+
+    if importlib.util.find_spec("optuna_dashboard") is None:
+        raise NovaError("optuna-dashboard is not installed: pip install 'nova-search[dashboard]'")
+    try:
+        storage = _open(storage_url)
+        optuna.study.get_all_study_names(storage)  # fails now, not on the first page load
+    except StorageError as e:
+        raise StorageError(f"--storage: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the driver's message can echo the URL: its kind only
+        raise StorageError(
+            f"--storage: cannot read {mask(storage_url)}: {type(e).__name__} "
+            "(is it an Optuna storage, the server up?)"
+        ) from None
+    folder: Path | None
+    if artifacts_dir is None:
+        folder = Path(DEFAULT_ARTIFACTS_DIR) if Path(DEFAULT_ARTIFACTS_DIR).is_dir() else None
+    else:
+        folder = Path(artifacts_dir)
+        if not folder.is_dir():
+            raise SpecError(
+                f"--artifacts-dir {artifacts_dir!r}: no such folder (give the folder the workers wrote to)"
+            )
+    return storage, (filesystem_store(folder) if folder is not None else None), folder
+
+
+def serve(storage: Any, artifact_store: Any, host: str, port: int) -> None:
+    """optuna-dashboard (``run_server``) on host:port until interrupted. Raises NovaError when the
+    address cannot be bound."""
+    from optuna_dashboard import run_server
+
+    try:
+        run_server(storage, host=host, port=port, artifact_store=artifact_store)
+    except OSError as e:
+        raise NovaError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None

@@ -1,0 +1,236 @@
+"""optuna-dashboard as an engineer uses it: a study run by `nova-search worker` (the fast stand-in
+engine, tests/support/fake_engine.py, launched exactly as vLLM is), then `nova-search dashboard` as a
+subprocess, read through its HTTP API and rendered by headless Chromium.
+
+The real-engine counterpart (a real trial gets its note and artifacts) is in test_study_engine.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nova_search import study as nova_study
+from nova_search.engine.server import free_port
+from nova_search.spec import parse_spec
+from tests.conftest import REPO
+from tests.test_helpers import minimal_spec_dict
+
+pytestmark = pytest.mark.slow
+
+METRICS = ["output_throughput@best", "ttft_p99_ms@4"]
+LEVELS, REQUESTS = (1, 4), 6
+
+
+def nova(*args: str, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nova_search", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        **kw,
+    )
+
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory):
+    """A SQLite study of four trials run by the real worker: the stock baseline and an n-gram trial
+    (COMPLETE), a configuration the engine refuses at boot (FAIL), one the compatibility table
+    refuses (PRUNED, never launched)."""
+    tmp = tmp_path_factory.mktemp("dash")
+    raw = minimal_spec_dict(
+        name="dash",
+        space={
+            "max_model_len": 2048,
+            "max_num_seqs": {"low": 1, "high": 64, "log": True},
+            "enable_prefix_caching": {"choices": [True, False]},
+            "enable_chunked_prefill": {"choices": [True, False]},
+            "max_num_batched_tokens": {"low": 256, "high": 4096, "log": True},
+            "speculative": {"method": {"choices": ["none", "ngram"]}, "num_speculative_tokens": 3},
+        },
+        workload={"input_len": 16, "output_len": 16},
+        sweep={"concurrency": list(LEVELS), "warmup_requests": 1, "requests": REQUESTS},
+        objectives=[
+            {"metric": "output_throughput", "direction": "maximize"},
+            {"metric": "ttft_p99_ms", "direction": "minimize", "at": 4},
+        ],
+        budget={"n_trials": 4},
+    )
+    raw["engine"]["env"] = {"FAKE_ENGINE_REFUSE": "--no-enable-prefix-caching"}
+    url = f"sqlite:///{tmp}/study.db"
+    study = nova_study.create(parse_spec(raw), url, "dash")
+    base = {"max_num_seqs": 8, "enable_chunked_prefill": True, "max_num_batched_tokens": 1024}
+    study.enqueue_trial(
+        {**base, "enable_prefix_caching": True, "spec_method": "ngram", "num_speculative_tokens": 3}
+    )
+    study.enqueue_trial({**base, "enable_prefix_caching": False, "spec_method": "none"})
+    study.enqueue_trial(
+        {
+            **base,
+            "enable_prefix_caching": True,
+            "enable_chunked_prefill": False,
+            "max_num_batched_tokens": 512,
+        }
+    )
+    artifacts = tmp / "artifacts"
+    r = nova("worker", "dash", "--storage", url, "--artifacts-dir", str(artifacts))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return url, artifacts
+
+
+@pytest.fixture(scope="module")
+def dashboard(populated):
+    """`nova-search dashboard` on a free loopback port; its base URL."""
+    url, artifacts = populated
+    port = free_port()
+    argv = ["dashboard", "--storage", url, "--artifacts-dir", str(artifacts), "--port", str(port)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nova_search", *argv],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{base}/api/meta", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the dashboard did not start: {proc.communicate()[0][-2000:]}")
+        time.sleep(0.2)
+    yield base
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def detail(dashboard):
+    studies = httpx.get(f"{dashboard}/api/studies", timeout=30).json()["study_summaries"]
+    (summary,) = [s for s in studies if s["study_name"] == "dash"]
+    body = httpx.get(f"{dashboard}/api/studies/{summary['study_id']}", timeout=30).json()
+    return summary["study_id"], body
+
+
+def test_metric_names_and_trial_states(detail):
+    _, body = detail
+    assert body["objective_names"] == METRICS
+    assert [t["state"] for t in body["trials"]] == ["Complete", "Complete", "Fail", "Pruned"]
+    for t in body["trials"]:
+        attrs = {a["key"]: a["value"] for a in t["user_attrs"]}
+        assert 0 < len(attrs["nova:summary"]) <= 200, attrs
+    fail = {a["key"]: a["value"] for a in body["trials"][2]["user_attrs"]}
+    assert fail["nova:summary"].startswith(fail["nova:reason"] + ":")
+
+
+def test_every_finished_trial_has_its_note(detail):
+    _, body = detail
+    stock, ngram, fail, pruned = (t["note"]["body"] for t in body["trials"])
+    assert stock.startswith("## Trial 0: COMPLETE (stock)")
+    header = next(ln for ln in ngram.splitlines() if ln.startswith("| concurrency"))
+    assert "TTFT p99 ms" in header and header.endswith("| acceptance |")  # n-gram: acceptance shown
+    rows = [ln for ln in ngram.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
+    assert [r.split(" | ")[0] for r in rows] == [f"| {c}" for c in LEVELS]
+    assert f"0/{REQUESTS}" in rows[0]
+    assert "```bash\n" in ngram and "tests.support.fake_engine" in ngram and "--speculative-config" in ngram
+    assert "### Why it ended FAIL" in fail and "**unsupported**" in fail
+    assert "fake engine refuses --no-enable-prefix-caching" in fail  # the end of its server log
+    assert "### Why it ended PRUNED" in pruned and "**incompatible**" in pruned
+
+
+def test_study_note_and_graphs(detail):
+    _, body = detail
+    note = body["note"]["body"]
+    assert note.startswith("# dash\n") and "4 trials: 2 COMPLETE, 1 FAIL, 1 PRUNED" in note
+    assert "stock: trial 0 · best tuned: trial 1" in note
+    graphs = {g["id"]: json.loads(g["graph_object"]) for g in body["plotly_graph_objects"]}
+    assert set(graphs) == {"nova-throughput", "nova-latency", "nova-acceptance"}
+    names = [t["name"] for t in graphs["nova-throughput"]["data"]]
+    assert names == ["stock (trial 0)", "best tuned (trial 1)"]
+    assert graphs["nova-throughput"]["data"][0]["x"] == [str(c) for c in LEVELS]
+    assert all(y > 0 for t in graphs["nova-throughput"]["data"] for y in t["y"])
+    assert [a["text"] for a in graphs["nova-latency"]["layout"]["annotations"]] == [
+        "TTFT p99 (ms)",
+        "TPOT p99 (ms)",
+    ]
+    assert [t["name"] for t in graphs["nova-acceptance"]["data"]] == ["trial 1 (ngram/k3)"]
+
+
+def test_artifacts_download_through_the_dashboard(dashboard, detail):
+    study_id, body = detail
+    for t in body["trials"][:2]:
+        files = {a["filename"]: a for a in t["artifacts"]}
+        assert set(files) == {"requests.jsonl", "server.log"}
+        r = httpx.get(
+            f"{dashboard}/artifacts/{study_id}/{t['trial_id']}/{files['requests.jsonl']['artifact_id']}",
+            timeout=30,
+        )
+        assert r.status_code == 200 and r.headers["content-type"] == "application/x-ndjson"
+        lines = [json.loads(x) for x in r.text.splitlines()]
+        assert len(lines) == len(LEVELS) * REQUESTS  # measured requests only, warmups excluded
+        assert [x["level"] for x in lines] == [c for c in LEVELS for _ in range(REQUESTS)]
+        assert all(x["success"] and x["ttft_ms"] > 0 and x["e2e_ms"] >= x["ttft_ms"] for x in lines)
+        assert all(x["output_tokens"] == 16 and x["error"] == "" and x["repeat"] == 0 for x in lines)
+        assert [x["send_s"] for x in lines] == sorted(x["send_s"] for x in lines) and 0 <= lines[0][
+            "send_s"
+        ] < 1
+    fail = {a["filename"]: a for a in body["trials"][2]["artifacts"]}
+    assert set(fail) == {"server.log"}  # it never measured
+    log = httpx.get(
+        f"{dashboard}/artifacts/{study_id}/{body['trials'][2]['trial_id']}/{fail['server.log']['artifact_id']}"
+    )
+    assert "fake engine refuses --no-enable-prefix-caching" in log.text
+    assert body["trials"][3]["artifacts"] == []  # never launched
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.fail("chromium is missing: `bash scripts/setup.sh` installs it (apt-get install chromium)")
+    return path
+
+
+def test_study_page_renders_in_chromium(dashboard, detail, tmp_path):
+    study_id, _ = detail
+    page = f"{dashboard}/dashboard/studies/{study_id}"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,3200",
+             "--virtual-time-budget=15000"]  # fmt: skip
+    dom = subprocess.run(
+        [chromium(), *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    for name in METRICS:
+        assert name in dom.stdout, f"{name} not on the rendered study page"
+    assert "Output throughput vs concurrency" in dom.stdout  # our graph, drawn by plotly in the page
+    shot = tmp_path / "study-page.png"
+    r = subprocess.run([chromium(), *flags, f"--screenshot={shot}", page], capture_output=True, timeout=120)
+    assert (
+        r.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    )
+    print(f"screenshot of the study page: {shot}")
+
+
+def test_bad_flags_are_one_line_naming_the_flag(populated):
+    url, _ = populated
+    r = nova("dashboard", "--storage", "postgresql+psycopg://nova:hunter2@127.0.0.1:1/x", "--port", "1")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith("error: --storage:") and "hunter2" not in r.stderr and "***" in r.stderr
+    r = nova("dashboard", "--storage", "sqlite:///" + str(Path("/nonexistent/nova.db")))
+    assert r.returncode == 1 and "--storage" in r.stderr and "no such database file" in r.stderr
+    r = nova("dashboard", "--storage", url, "--artifacts-dir", "/nonexistent/artifacts")
+    assert r.returncode == 2 and r.stderr.startswith("error: --artifacts-dir") and r.stderr.count("\n") == 1
