@@ -30,7 +30,7 @@ import re
 import shlex
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -40,12 +40,13 @@ import yaml
 from optuna.trial import FrozenTrial
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from nova_search.analysis.verdict import Profile, Verdict, build_verdict
 from nova_search.db._url import engine_kwargs, mask, parse
 from nova_search.engine.command import API_SERVER_MODULE, deployable_argv
 from nova_search.errors import NovaError, SpecError, StorageError
 from nova_search.metrics import METRIC_NAMES, LevelResult
 from nova_search.space import ROLE_ATTR
-from nova_search.study import SPEC_ATTR, count_toward_budget
+from nova_search.study import PARENT_ATTR, SPEC_ATTR, STAGE_ATTR, count_toward_budget
 from nova_search.trial import (
     A_ARGV,
     A_CONFIG,
@@ -135,6 +136,11 @@ class TrialResult:
     warnings: tuple[str, ...] = ()
     #: the accelerator (or CPU) the levels were measured on, from nova's table
     device_name: str | None = None
+    #: every headline metric of each measurement window, per level (``sweep.repeats`` >= 2)
+    windows: dict[int, tuple[dict[str, float], ...]] = field(default_factory=dict)
+    #: the Optuna study the trial belongs to, and its stage ("joint" for an unstaged study)
+    study: str = ""
+    stage: str = "joint"
     #: the end of the server log of a FAIL trial (``nova:log_tail``), else None
     log_tail: str | None = None
 
@@ -147,6 +153,11 @@ class TrialResult:
     @property
     def is_stock(self) -> bool:
         return self.role == "stock"
+
+    @property
+    def key(self) -> str:
+        """The trial's name across the stages of one study: ``3`` unstaged, ``speculative#3`` staged."""
+        return str(self.number) if self.stage == "joint" else f"{self.stage}#{self.number}"
 
     def level(self, concurrency: int) -> LevelResult | None:
         for lv in self.levels:
@@ -170,6 +181,15 @@ class StudyResults:
     spec: dict[str, Any] | None = None
     #: trials that used up the budget (``study.count_toward_budget``)
     budget_used: int = 0
+    #: the stages, in order, of a staged study read by its name; () for one Optuna study
+    stages: tuple[str, ...] = ()
+    #: the Pareto front by trial key (a staged study's front spans its stages); None: pareto_numbers
+    front_keys: tuple[str, ...] | None = None
+
+    def on_front(self, t: TrialResult) -> bool:
+        if self.front_keys is not None:
+            return t.key in self.front_keys
+        return t.number in self.pareto_numbers
 
     @property
     def directions(self) -> tuple[Direction, ...]:
@@ -182,9 +202,11 @@ class StudyResults:
         except (KeyError, TypeError, ValueError):
             return None
 
-    def trial(self, number: int) -> TrialResult:
+    def trial(self, number: int | str) -> TrialResult:
+        """A trial by number, or by key (``speculative#3``) in a staged study."""
+        text = str(number)
         for t in self.trials:
-            if t.number == number:
+            if t.key == text or (t.number == number and self.front_keys is None):
                 return t
         raise KeyError(f"study {self.study_name!r} has no trial {number}")
 
@@ -201,7 +223,7 @@ class StudyResults:
         return (done or stock or [None])[0]
 
     def pareto(self) -> list[TrialResult]:
-        return [t for t in self.trials if t.number in self.pareto_numbers]
+        return [t for t in self.trials if self.on_front(t)]
 
 
 # ---------------------------------------------------------------- metrics and conditions
@@ -392,7 +414,7 @@ def best_of(
     if conditions:
         front = pareto_front(candidates, results.directions)
     else:
-        front = [t for t in candidates if t.number in results.pareto_numbers]
+        front = [t for t in candidates if results.on_front(t)]
     if results.objectives:
         first = results.objectives[0]
         front.sort(
@@ -484,6 +506,21 @@ def _repeats(stored: Any) -> dict[int, tuple[float, ...]]:
     return out
 
 
+def _windows(stored: Any) -> dict[int, tuple[dict[str, float], ...]]:
+    """``nova:repeats`` -> every metric of each window, per level."""
+    out: dict[int, tuple[dict[str, float], ...]] = {}
+    if not isinstance(stored, dict):
+        return out
+    for level, windows in stored.items():
+        try:
+            c = int(level)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(windows, list):
+            out[c] = tuple(_floats(w) for w in windows if isinstance(w, dict))
+    return out
+
+
 def trial_result(t: FrozenTrial, rows: Sequence[Mapping[str, Any]] = ()) -> TrialResult:
     """Decode one Optuna trial (and its rows of ``nova_level_result``, if any)."""
     attrs = t.user_attrs
@@ -524,6 +561,7 @@ def trial_result(t: FrozenTrial, rows: Sequence[Mapping[str, Any]] = ()) -> Tria
         repeats=_repeats(attrs.get(A_REPEATS)),
         warnings=tuple(str(w) for w in attrs.get(A_WARNINGS) or ()),
         device_name=next((str(r["gpu_name"]) for r in rows if r.get("gpu_name")), None),
+        windows=_windows(attrs.get(A_REPEATS)),
         log_tail=str(attrs[A_LOG_TAIL]) if attrs.get(A_LOG_TAIL) else None,
     )
 
@@ -543,30 +581,66 @@ def _level_rows(storage_url: str, study_name: str) -> dict[int, list[dict[str, A
     return out
 
 
+def _stage_names(storage: optuna.storages.RDBStorage, study_name: str, names: list[str]) -> list[str]:
+    """The Optuna studies of a staged study named ``study_name`` (``NAME.tune``, ``NAME.speculative``),
+    in stage order; [] when there are none."""
+    found = []
+    for stage in ("tune", "speculative"):
+        n = f"{study_name}.{stage}"
+        if n in names:
+            attrs = storage.get_study_user_attrs(storage.get_study_id_from_name(n))
+            if attrs.get(PARENT_ATTR) == study_name:
+                found.append(n)
+    return found
+
+
 def load_results(study_name: str, storage_url: str) -> StudyResults:
-    """Read every trial of ``study_name`` once. Raises StorageError (password masked) when the storage
-    cannot be read or holds no such study."""
+    """Read every trial of ``study_name`` once. A staged study is read by the name it was created
+    with: its stages' trials together, each with its ``stage`` and ``key`` (``speculative#3``).
+    Raises StorageError (password masked) when the storage cannot be read or holds no such study."""
     masked = mask(storage_url)
     storage = _open(storage_url)
     try:
         try:
             names = optuna.study.get_all_study_names(storage)
+            staged = [] if study_name in names else _stage_names(storage, study_name, names)
         except (SQLAlchemyError, optuna.exceptions.OptunaError) as e:
             raise StorageError(
                 f"cannot read storage {masked}: {type(e).__name__} (is it an Optuna storage, the server up?)"
             ) from None
-        if study_name not in names:
+        if study_name not in names and not staged:
             shown = ", ".join(sorted(names)[:10]) or "none"
             raise StorageError(f"no study named {study_name!r} in {masked} (studies there: {shown})")
-        try:
-            study = optuna.load_study(study_name=study_name, storage=storage)
-        except (SQLAlchemyError, optuna.exceptions.OptunaError) as e:
-            raise StorageError(
-                f"cannot read study {study_name!r} from {masked}: {type(e).__name__}"
-            ) from None
-        return study_results(study, masked, _level_rows(storage_url, study_name))
+        parts = []
+        for name in staged or [study_name]:
+            try:
+                study = optuna.load_study(study_name=name, storage=storage)
+            except (SQLAlchemyError, optuna.exceptions.OptunaError) as e:
+                raise StorageError(f"cannot read study {name!r} from {masked}: {type(e).__name__}") from None
+            parts.append(study_results(study, masked, _level_rows(storage_url, name)))
+        return parts[0] if not staged else merge_stages(study_name, parts)
     finally:
         storage.engine.dispose()
+
+
+def merge_stages(study_name: str, parts: Sequence[StudyResults]) -> StudyResults:
+    """One view of a staged study: every stage's trials (keys tell them apart), the Pareto front over
+    all of them, the budget used in every stage."""
+    first = parts[0]
+    trials = tuple(t for p in parts for t in p.trials)
+    feasible = [t for t in trials if t.feasible]
+    front = pareto_front(feasible, first.directions)
+    return StudyResults(
+        study_name=study_name,
+        storage=first.storage,
+        objectives=first.objectives,
+        trials=trials,
+        pareto_numbers=(),
+        spec=first.spec,
+        budget_used=sum(p.budget_used for p in parts),
+        stages=tuple(t.stage for t in (p.trials[0] for p in parts if p.trials)),
+        front_keys=tuple(t.key for t in front),
+    )
 
 
 def study_results(
@@ -585,7 +659,11 @@ def study_results(
             f"cannot read study {study.study_name!r} from {storage}: {type(e).__name__}"
         ) from None
     rows = rows or {}
-    trials = tuple(trial_result(t, rows.get(t.number, ())) for t in sorted(frozen, key=lambda t: t.number))
+    stage = str(study.user_attrs.get(STAGE_ATTR, "joint"))
+    trials = tuple(
+        replace(trial_result(t, rows.get(t.number, ())), study=study.study_name, stage=stage)
+        for t in sorted(frozen, key=lambda t: t.number)
+    )
     return StudyResults(
         study_name=study.study_name,
         storage=storage,
@@ -626,6 +704,9 @@ def trial_dict(trial: TrialResult, objectives: Sequence[Objective] = ()) -> dict
         values = dict(zip(names, trial.values, strict=False))
     return {
         "number": trial.number,
+        "key": trial.key,
+        "stage": trial.stage,
+        "study": trial.study,
         "state": trial.state,
         "role": trial.role,
         "feasible": trial.feasible,
@@ -815,3 +896,48 @@ def dumps_json(obj: Any) -> str:
         return v
 
     return json.dumps(clean(obj), indent=2)
+
+
+# ---------------------------------------------------------------- the speculative verdict
+
+
+def profile_of(trial: TrialResult) -> Profile:
+    """What the verdict needs of one COMPLETE trial (see ``analysis.verdict``)."""
+    return Profile(
+        key=trial.key,
+        study=trial.study,
+        number=trial.number,
+        role=trial.role,
+        config=trial.config,
+        argv=trial.deployable_argv,
+        levels={lv.concurrency: lv.as_dict() for lv in trial.levels},
+        windows=trial.windows,
+    )
+
+
+def verdict_of(results: StudyResults, *, confidence: float = 0.95) -> Verdict:
+    """The speculative verdict and deployment policy of a study, ranked by its first objective's
+    metric. The tuned baseline is the staged study's re-measured ``tuned`` trial when it completed,
+    else the best non-speculative trial."""
+    if not results.objectives:
+        raise NovaError(f"study {results.study_name!r} has no objectives: nothing to rank a verdict by")
+    primary = results.objectives[0]
+    done = results.complete()
+    try:
+        levels = sorted(int(c) for c in (results.spec or {})["sweep"]["concurrency"])
+    except (KeyError, TypeError, ValueError):
+        levels = sorted({lv.concurrency for t in done for lv in t.levels})
+    tuned = next((t.key for t in done if t.role == "tuned"), None)
+    return build_verdict(
+        [profile_of(t) for t in done],
+        metric=primary.metric,
+        higher_is_better=primary.maximize,
+        levels=levels,
+        tuned=tuned,
+        confidence=confidence,
+    )
+
+
+def policy(study_name: str, storage_url: str) -> Verdict:
+    """``verdict_of(load_results(...))``: what ``nova-search policy`` prints."""
+    return verdict_of(load_results(study_name, storage_url))

@@ -383,6 +383,68 @@ def _emit(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+POLICY_FORMATS = ("table", "json", "yaml")
+
+
+@app.command("policy")
+def policy_cmd(
+    study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name (staged: its own name).")],
+    storage: StorageOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, json or yaml.")] = "table",
+) -> None:
+    """The speculative verdict per drafter and concurrency, and the deployment policy: which
+    configuration to run in each concurrency range (speculation only where it is verified better)."""
+    import json
+
+    import yaml
+    from rich.table import Table
+
+    from nova_search.api import dumps_json, load_results, verdict_of
+    from nova_search.report.policy import (
+        DRAFTER_HEADERS,
+        POLICY_HEADERS,
+        TRADEOFF_HEADERS,
+        drafter_rows,
+        header_lines,
+        policy_rows,
+        tradeoff_rows,
+        verdict_json,
+    )
+
+    _guard(lambda: _choice("--format", fmt, POLICY_FORMATS))
+    results = _guard(lambda: load_results(study, _storage_url(storage, None)))
+    verdict = _guard(lambda: verdict_of(results))
+    if fmt != "table":
+        text = dumps_json(verdict_json(verdict, study))
+        _emit(text if fmt == "json" else yaml.safe_dump(json.loads(text), sort_keys=False, width=1000))
+        return
+
+    def table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+        t = Table(title=title, title_justify="left")
+        for h in headers:
+            t.add_column(h, overflow="fold")
+        for r in rows:
+            t.add_row(*r)
+        return t
+
+    for line in header_lines(verdict):
+        console.print(line)
+    if verdict.drafters:
+        console.print(table("Drafters", DRAFTER_HEADERS, drafter_rows(verdict)))
+    for d in verdict.drafters:
+        if d.tradeoffs:
+            console.print(table(f"Latency tradeoffs: {d.method}", TRADEOFF_HEADERS, tradeoff_rows(d)))
+    console.print(table("Deployment policy", POLICY_HEADERS, policy_rows(verdict)))
+    if verdict.schedule:
+        console.print(
+            "dynamic schedule (num_speculative_tokens_per_batch_size): "
+            + json.dumps([list(x) for x in verdict.schedule])
+            + f" ({verdict.schedule_note})"
+        )
+    for note in verdict.notes:
+        console.print(f"[yellow]{note}[/]")
+
+
 @app.command("best")
 def best_cmd(
     study: Annotated[str, typer.Argument(metavar="STUDY", help="The study name.")],

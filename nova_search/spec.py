@@ -554,8 +554,9 @@ class StudySpec(_Model):
     @model_validator(mode="after")
     def _stages(self) -> StudySpec:
         if tuple(self.stages) not in STAGINGS:
-            valid = " or ".join("[" + ", ".join(st) + "]" for st in STAGINGS)
-            raise ValueError(f"stages: {self.stages} is not a staging nova-search runs; use {valid}")
+            valid = " or ".join("(" + ", ".join(st) + ")" for st in STAGINGS)
+            given = ", ".join(self.stages)
+            raise ValueError(f"stages: ({given}) is not a staging nova-search runs; use {valid}")
         if "speculative" in self.stages and not any(m != "none" for m in self.space.speculative.methods()):
             raise ValueError(
                 "stages: the speculative stage needs space.speculative.method to list a drafter "

@@ -127,6 +127,12 @@ def _new_stage_study(
         study.set_user_attr(BASE_ATTR, base)
         # the tuned configuration, measured again beside the candidates: every gain is quoted against it
         study.enqueue_trial({}, user_attrs={ROLE_ATTR: "tuned"})
+        # then every drafter once (the rest of its configuration sampled) before the sampler takes
+        # over: each architecture gets a verdict, not only the ones the sampler happens to draw
+        drafters = [m for m in spec.space.speculative.methods() if m != "none"]
+        if len(drafters) > 1:
+            for method in drafters:
+                study.enqueue_trial({"spec_method": method})
     else:
         for role in spec.baselines:
             study.enqueue_trial({}, user_attrs={ROLE_ATTR: role})

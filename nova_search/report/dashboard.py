@@ -421,7 +421,21 @@ def after_trial(study: optuna.Study, trial: optuna.Trial) -> bool:
         log.warning("the dashboard was not updated after trial %s: %s: %s", trial.number, type(e).__name__, e)
         return False
     ok = save_trial_note(trial, result, results.objectives)
-    return refresh_dashboard(study, results) and ok
+    return refresh_dashboard(study, results, policy_markdown=_policy_markdown(results)) and ok
+
+
+def _policy_markdown(results: StudyResults) -> str | None:
+    """The verdict and policy for the study note, when the study has speculative trials."""
+    from nova_search.api import verdict_of
+    from nova_search.report.policy import verdict_markdown
+
+    if not any((t.config or {}).get("speculative") for t in results.complete()):
+        return None
+    try:
+        return verdict_markdown(verdict_of(results))
+    except Exception as e:  # noqa: BLE001 - the note goes out without the verdict, never fails
+        log.warning("no verdict in the study note: %s: %s", type(e).__name__, e)
+        return None
 
 
 # ---------------------------------------------------------------- serving (nova-search dashboard)

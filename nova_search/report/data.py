@@ -294,7 +294,7 @@ def acceptance_table(results: StudyResults) -> list[AcceptanceRow]:
 def pareto_points(results: StudyResults) -> list[ParetoPoint]:
     """Every COMPLETE trial's objective values; ``on_front`` for Optuna's Pareto front."""
     return [
-        ParetoPoint(t.number, t.role, t.values, t.feasible, t.number in results.pareto_numbers)
+        ParetoPoint(t.number, t.role, t.values, t.feasible, results.on_front(t))
         for t in results.complete()
         if t.values is not None
     ]

@@ -1,0 +1,115 @@
+"""The verdict and the deployment policy as text: rows first (pure, tested), then markdown (the
+dashboard's study note) and rich tables (``nova-search policy --format table``) from the same rows."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from nova_search.analysis.verdict import DrafterVerdict, LevelGain, PolicyRange, Verdict
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v:+.1f} %"
+
+
+def _gain(g: LevelGain) -> str:
+    ci = f" [{g.ci_low:+.1f}, {g.ci_high:+.1f}]" if g.ci_low is not None and g.ci_high is not None else ""
+    mark = {"verified_gain": " ✓", "verified_loss": " ✗"}.get(g.verdict, "")
+    return f"{g.concurrency}: {_pct(g.diff_pct)}{ci}{mark}"
+
+
+def _range(r: PolicyRange) -> str:
+    hi = "∞" if r.max_concurrency is None else str(r.max_concurrency)
+    return f"{r.min_concurrency}–{hi}"
+
+
+def header_lines(v: Verdict) -> list[str]:
+    direction = "higher" if v.higher_is_better else "lower"
+    lines = [
+        f"Ranked by {v.metric} ({direction} is better); every gain is against the tuned baseline "
+        f"(trial {v.tuned or '–'}), with its 95 % interval; ✓ verified, ✗ verified loss.",
+    ]
+    if v.stock and any(p is not None for _, p in v.tuned_vs_stock):
+        lines.append(
+            f"Tuned vs stock (trial {v.stock}), reported apart: "
+            + ", ".join(f"{c}: {_pct(p)}" for c, p in v.tuned_vs_stock)
+        )
+    return lines
+
+
+def drafter_rows(v: Verdict) -> list[list[str]]:
+    rows = []
+    for d in v.drafters:
+        rng = f"{d.verified_range[0]}–{d.verified_range[1]}" if d.verified_range else "–"
+        rows.append([d.method, d.status, rng, "; ".join(_gain(g) for g in d.per_level) or "–", d.reason])
+    return rows
+
+
+def tradeoff_rows(d: DrafterVerdict) -> list[list[str]]:
+    return [
+        [t.metric, str(t.concurrency), f"{t.tuned:.1f}", f"{t.candidate:.1f}", _pct(t.change_pct), t.effect]
+        for t in d.tradeoffs
+    ]
+
+
+def policy_rows(v: Verdict) -> list[list[str]]:
+    rows = []
+    for r in v.policy:
+        what = "tuned" if r.choice == "tuned" else f"{r.method} k={r.num_speculative_tokens}"
+        ci = f" [{r.ci_low:+.1f}, {r.ci_high:+.1f}]" if r.ci_low is not None and r.ci_high is not None else ""
+        rows.append(
+            [
+                _range(r),
+                what,
+                r.trial,
+                _pct(r.gain_pct) + ci if r.gain_pct is not None else "–",
+                shlex.join(r.argv),
+            ]
+        )
+    return rows
+
+
+DRAFTER_HEADERS = ["drafter", "status", "verified range", "gain vs tuned per concurrency", "why"]
+TRADEOFF_HEADERS = ["metric", "concurrency", "tuned", "speculative", "change", "effect"]
+POLICY_HEADERS = ["concurrency", "deploy", "trial", "gain vs tuned", "launch"]
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    def cell(x: str) -> str:
+        return x.replace("|", "\\|").replace("\n", " ")
+
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def verdict_markdown(v: Verdict) -> str:
+    parts = ["## Speculative verdict", "", *header_lines(v), ""]
+    if v.drafters:
+        parts += [_md_table(DRAFTER_HEADERS, drafter_rows(v)), ""]
+    for d in v.drafters:
+        if d.tradeoffs:
+            parts += [
+                f"Latency tradeoffs of {d.method} ({d.status}):",
+                "",
+                _md_table(TRADEOFF_HEADERS, tradeoff_rows(d)),
+                "",
+            ]
+    parts += ["## Deployment policy", "", _md_table(POLICY_HEADERS, policy_rows(v)), ""]
+    if v.schedule:
+        payload = json.dumps([list(x) for x in v.schedule])
+        parts += [
+            f"Dynamic schedule (`num_speculative_tokens_per_batch_size` in `--speculative-config`): "
+            f"`{payload}` — {v.schedule_note}.",
+            "",
+        ]
+    parts += [f"- {n}" for n in v.notes]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def verdict_json(v: Verdict, study: str) -> dict[str, Any]:
+    """The JSON of ``nova-search policy --format json``: the verdict, with the policy's ranges first."""
+    d = v.as_dict()
+    return {"study": study, "policy": d.pop("policy"), "schedule": d.pop("schedule"), **d}
