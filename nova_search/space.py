@@ -204,6 +204,14 @@ _KNOBS = (
 )
 
 
+def tuned_config(spec: StudySpec) -> EngineConfig | None:
+    """The spec's ``tuned`` configuration (on top of engine.defaults), None when it gives none."""
+    if spec.tuned is None:
+        return None
+    knobs = {k: v for k, v in spec.tuned.model_dump().items() if v is not None}
+    return stock_config(spec).with_values(**knobs)
+
+
 def sample(
     trial: Suggester, spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None
 ) -> EngineConfig:

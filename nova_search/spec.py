@@ -522,7 +522,7 @@ class BudgetSpec(_Model):
 
 #: how the search is staged: one joint study, or tune the non-speculative stack first and then search
 #: drafting on top of the best tuned configuration (each stage its own Optuna study)
-STAGINGS: tuple[tuple[str, ...], ...] = (("joint",), ("tune",), ("tune", "speculative"))
+STAGINGS: tuple[tuple[str, ...], ...] = (("joint",), ("tune",), ("tune", "speculative"), ("speculative",))
 
 
 class SamplerSpec(_Model):
@@ -543,8 +543,12 @@ class StudySpec(_Model):
     slo: SLOSpec | None = None
     #: baseline trials enqueued first; "stock" runs the model on engine.defaults alone
     baselines: list[Literal["stock"]] = Field(default_factory=lambda: ["stock"])
-    #: [joint] (one study), [tune], or [tune, speculative] (see STAGINGS)
+    #: [joint] (one study), [tune], [tune, speculative], or [speculative] on a given ``tuned``
     stages: list[Literal["joint", "tune", "speculative"]] = Field(default_factory=lambda: ["joint"])
+    #: a configuration already tuned (a team's production launch, say), on top of engine.defaults.
+    #: The tune stage measures it first as a "reference" trial; with ``stages: [speculative]`` the
+    #: drafter search builds on it directly
+    tuned: EngineDefaults | None = None
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
     storage: str | None = None
@@ -557,6 +561,11 @@ class StudySpec(_Model):
             valid = " or ".join("(" + ", ".join(st) + ")" for st in STAGINGS)
             given = ", ".join(self.stages)
             raise ValueError(f"stages: ({given}) is not a staging nova-search runs; use {valid}")
+        if self.stages == ["speculative"] and self.tuned is None:
+            raise ValueError(
+                "stages: (speculative) alone builds on a tuned configuration: give `tuned` "
+                "(the knobs of your tuned launch) or use stages (tune, speculative)"
+            )
         if "speculative" in self.stages and not any(m != "none" for m in self.space.speculative.methods()):
             raise ValueError(
                 "stages: the speculative stage needs space.speculative.method to list a drafter "

@@ -39,7 +39,7 @@ from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError, StorageError, TrialFailure
 from nova_search.metrics import LevelResult
 from nova_search.retry import retrying
-from nova_search.space import ROLE_ATTR, host_facts
+from nova_search.space import ROLE_ATTR, host_facts, tuned_config
 from nova_search.spec import StudySpec, parse_spec
 from nova_search.trial import NullReporter, Reporter, TrialContext, run_trial
 
@@ -136,6 +136,8 @@ def _new_stage_study(
     else:
         for role in spec.baselines:
             study.enqueue_trial({}, user_attrs={ROLE_ATTR: role})
+        if spec.tuned is not None:
+            study.enqueue_trial({}, user_attrs={ROLE_ATTR: "reference"})
     return study
 
 
@@ -163,7 +165,12 @@ def create(
                 "or choose another --study-name"
             )
         return load(name, storage_url, storage=storage)[0]
-    return _new_stage_study(storage, spec, name, spec.stages[0])
+    base = None
+    if spec.stages[0] == "speculative":
+        reference = tuned_config(spec)
+        assert reference is not None  # the spec validator requires it
+        base = {"study": None, "number": None, "config": reference.as_dict(), "values": []}
+    return _new_stage_study(storage, spec, name, spec.stages[0], base)
 
 
 def stage_plan(study_name: str, storage_url: str, storage: RDBStorage | None = None) -> list[tuple[str, str]]:

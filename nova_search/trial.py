@@ -38,7 +38,7 @@ from nova_search.loadgen.runner import LevelPlan, run_level, take
 from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import HEADLINE, LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.retry import retrying
-from nova_search.space import ROLE_ATTR, Facts, incompatibilities, sample, stock_config
+from nova_search.space import ROLE_ATTR, Facts, incompatibilities, sample, stock_config, tuned_config
 from nova_search.spec import StudySpec
 
 # user-attribute keys (the dashboard and the API read these)
@@ -146,6 +146,11 @@ def choose_config(
     role = trial.user_attrs.get(ROLE_ATTR)
     if role == "stock":
         return stock_config(spec)
+    if role == "reference":
+        reference = tuned_config(spec)
+        if reference is None:
+            raise TrialFailure("internal", "a reference trial needs the spec's tuned configuration")
+        return reference
     if role == "tuned":
         if base is None:
             raise TrialFailure("internal", "a tuned baseline trial needs the stage's tuned configuration")

@@ -149,3 +149,33 @@ def test_the_speculative_stage_waits_for_the_tune_stage(tmp_path):
     assert nova_study._next_stage("staged", "speculative", study, spec, storage, url) is None
     assert "staged.speculative" not in optuna.study.get_all_study_names(url)
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+
+def test_a_speculative_only_study_builds_on_the_given_tuned_configuration(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    path = staged_spec_file(
+        tmp_path,
+        stages=["speculative"],
+        tuned={"max_num_seqs": 16, "enable_prefix_caching": False},
+        budget={"n_trials": 3},
+    )
+    spec = load_spec(path)
+    study = nova_study.create(spec, url, "reuse")
+    assert study.study_name == "reuse.speculative"
+    base = study.user_attrs["nova:base"]
+    assert base["config"]["max_num_seqs"] == 16 and base["config"]["enable_prefix_caching"] is False
+    waiting = study.get_trials()
+    assert [t.user_attrs.get("nova:role") for t in waiting] == ["tuned", None, None]
+    r = nova("run", path, "--storage", url, "--study-name", "reuse", "--artifacts-dir", str(tmp_path / "a"))
+    assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
+    done = optuna.load_study(study_name="reuse.speculative", storage=url).get_trials()
+    assert [t.state.name for t in done] == ["COMPLETE"] * 3
+    assert done[0].user_attrs["nova:config"]["max_num_seqs"] == 16
+
+
+def test_a_tune_stage_measures_the_given_tuned_configuration_as_a_reference(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.db"
+    spec = load_spec(staged_spec_file(tmp_path, tuned={"max_num_seqs": 16}))
+    study = nova_study.create(spec, url, "ref")
+    roles = [t.user_attrs.get("nova:role") for t in study.get_trials()]
+    assert roles == ["stock", "reference"]
