@@ -20,9 +20,11 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from nova_search.analysis.saturation import find_saturation
-from nova_search.api import Objective, StudyResults, TrialResult, objective_of
+from nova_search.analysis.verdict import Verdict
+from nova_search.api import Objective, StudyResults, TrialResult, objective_of, verdict_of
 from nova_search.metrics import LevelResult
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
@@ -123,6 +125,22 @@ class TrialRow:
 
 
 @dataclass(frozen=True)
+class SpeculativeRow:
+    concurrency: int
+    stock_tok_s: float | None
+    tuned_tok_s: float | None
+    tuned_vs_stock_pct: float | None
+    #: the best speculative candidate at this level (by its gain vs tuned), its key and method
+    spec_trial: str | None
+    spec_method: str | None
+    spec_tok_s: float | None
+    spec_vs_tuned_pct: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str | None
+
+
+@dataclass(frozen=True)
 class ReportData:
     study_name: str
     storage: str
@@ -141,6 +159,10 @@ class ReportData:
     gpu_hour_usd: float | None
     trials: tuple[TrialRow, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: the speculative verdict and policy (None: no speculative trial completed)
+    verdict: Verdict | None = None
+    #: stock vs tuned vs the best speculative candidate, per concurrency
+    speculative: tuple[SpeculativeRow, ...] = ()
 
 
 # ---------------------------------------------------------------- choosing
@@ -447,6 +469,44 @@ def param_importances(results: StudyResults) -> tuple[list[Importance], str | No
 # ---------------------------------------------------------------- everything
 
 
+def speculative_rows(results: StudyResults, verdict: Verdict) -> list[SpeculativeRow]:
+    """Per level: stock, tuned (the verdict's baseline) and the best speculative candidate against it."""
+    by_key = {t.key: t for t in results.trials}
+    tuned = by_key.get(verdict.tuned or "")
+    stock = by_key.get(verdict.stock or "")
+    best: dict[int, Any] = {}
+    for d in verdict.drafters:
+        for g in d.per_level:
+            cur = best.get(g.concurrency)
+            if cur is None or (g.verified, g.diff_pct or -1e18) > (cur.verified, cur.diff_pct or -1e18):
+                best[g.concurrency] = g
+    rows = []
+    for c in sorted({lv.concurrency for t in (tuned, stock) if t for lv in t.levels} | set(best)):
+
+        def tok(t: TrialResult | None, c: int = c) -> float | None:
+            lv = t.level(c) if t else None
+            return lv.output_throughput if lv else None
+
+        g = best.get(c)
+        spec = by_key.get(g.trial) if g else None
+        rows.append(
+            SpeculativeRow(
+                concurrency=c,
+                stock_tok_s=tok(stock),
+                tuned_tok_s=tok(tuned),
+                tuned_vs_stock_pct=_pct(tok(tuned), tok(stock)),
+                spec_trial=g.trial if g else None,
+                spec_method=str((spec.config.get("speculative") or {}).get("method")) if spec else None,
+                spec_tok_s=tok(spec),
+                spec_vs_tuned_pct=_pct(tok(spec), tok(tuned)),
+                ci_low=g.ci_low if g else None,
+                ci_high=g.ci_high if g else None,
+                verdict=g.verdict if g else None,
+            )
+        )
+    return rows
+
+
 def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = None) -> ReportData:
     """Every table of the report, with notes wherever data is missing."""
     notes: list[str] = []
@@ -482,12 +542,19 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
     saturation = saturation_table(results)
     if not saturation:
         notes.append("No trial measured two or more levels: saturation cannot be judged.")
+    verdict = None
+    if any((t.config or {}).get("speculative") for t in complete):
+        verdict = verdict_of(results)
+    else:
+        notes.append("No speculative trial completed: no verdict and no policy.")
     return ReportData(
         study_name=results.study_name,
         storage=results.storage,
         objectives=results.objectives,
         stock_trial=stock.number if stock else None,
         tuned_trial=tuned.number if tuned else None,
+        verdict=verdict,
+        speculative=tuple(speculative_rows(results, verdict)) if verdict else (),
         throughput=tuple(throughput_table(stock, tuned)),
         latency=tuple(latency_table(stock, tuned)),
         saturation=tuple(saturation),

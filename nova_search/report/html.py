@@ -9,6 +9,7 @@ temporary file in the same folder, then ``os.replace``).
 from __future__ import annotations
 
 import html
+import json
 import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -28,6 +29,15 @@ from nova_search.report.figures import (
     acceptance_series,
     line_figure,
     panel_figure,
+)
+from nova_search.report.policy import (
+    DRAFTER_HEADERS,
+    POLICY_HEADERS,
+    TRADEOFF_HEADERS,
+    drafter_rows,
+    header_lines,
+    policy_rows,
+    tradeoff_rows,
 )
 
 _CSS = """
@@ -228,6 +238,62 @@ def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
     else:
         parts.append(_missing("No stock baseline and no tuned trial measured any level."))
     sections.append(_section("Stock vs best tuned: output throughput", parts))
+
+    parts = []
+    if data.verdict is not None:
+        v = data.verdict
+        parts.append("".join(f"<p>{html.escape(line)}</p>" for line in header_lines(v)))
+        parts.append(
+            table(
+                [
+                    "concurrency",
+                    "stock tok/s",
+                    "tuned tok/s",
+                    "tuned vs stock",
+                    "best speculative",
+                    "speculative tok/s",
+                    "vs tuned",
+                    "95 % interval",
+                    "verdict",
+                ],
+                [
+                    [
+                        r.concurrency,
+                        r.stock_tok_s,
+                        r.tuned_tok_s,
+                        r.tuned_vs_stock_pct,
+                        f"{r.spec_trial} ({r.spec_method})" if r.spec_trial else None,
+                        r.spec_tok_s,
+                        r.spec_vs_tuned_pct,
+                        f"[{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
+                        if r.ci_low is not None and r.ci_high is not None
+                        else None,
+                        r.verdict,
+                    ]
+                    for r in data.speculative
+                ],
+                "speculative",
+            )
+        )
+        if v.drafters:
+            parts.append("<h3>Drafters</h3>" + table(DRAFTER_HEADERS, drafter_rows(v), "drafters"))
+        for d in v.drafters:
+            if d.tradeoffs:
+                parts.append(
+                    f"<h3>Latency tradeoffs: {html.escape(d.method)}</h3>"
+                    + table(TRADEOFF_HEADERS, tradeoff_rows(d), "tradeoffs")
+                )
+        parts.append("<h3>Deployment policy</h3>" + table(POLICY_HEADERS, policy_rows(v), "policy"))
+        if v.schedule:
+            parts.append(
+                f"<p>Dynamic schedule (num_speculative_tokens_per_batch_size): "
+                f"<code>{html.escape(json.dumps([list(x) for x in v.schedule]))}</code> "
+                f"({html.escape(v.schedule_note)})</p>"
+            )
+        parts += [_missing(n) for n in v.notes]
+    else:
+        parts.append(_missing("No speculative trial completed: no verdict and no policy."))
+    sections.append(_section("Stock vs tuned vs speculative, the verdict and the policy", parts))
 
     parts = []
     if data.latency:

@@ -311,3 +311,25 @@ def test_saturation_judges_growth_against_the_repeats():
     (b,) = saturation_table(study(noisy))
     assert a.concurrency is None  # without repeats it still grows
     assert b.concurrency == 1  # with them the gain is within the noise
+
+
+def test_stock_vs_tuned_vs_speculative_and_the_policy(full):
+    data = build_report_data(full)
+    v = data.verdict
+    assert v is not None and v.tuned == "1"  # the verdict's tuned: the best non-speculative trial
+    (ngram,) = v.drafters
+    assert ngram.status == "rejected" and "too few windows" in ngram.reason
+    rows = {r.concurrency: r for r in data.speculative}
+    assert rows[8].stock_tok_s == 400 and rows[8].tuned_tok_s == 600 and rows[8].spec_tok_s == 700
+    assert rows[8].spec_trial == "3" and rows[8].spec_method == "ngram"
+    assert rows[8].tuned_vs_stock_pct == pytest.approx(50.0)
+    assert rows[8].spec_vs_tuned_pct == pytest.approx(700 / 600 * 100 - 100)
+    html = render_html(data)
+    assert "Stock vs tuned vs speculative, the verdict and the policy" in html
+    assert "Deployment policy" in html and "rejected" in html
+
+
+def test_no_speculative_trial_means_no_verdict_and_says_so():
+    data = build_report_data(study(mk(0, [lv(8, 100, 20)], role="stock"), mk(1, [lv(8, 120, 18)])))
+    assert data.verdict is None and data.speculative == ()
+    assert any("no verdict" in n for n in data.notes)
