@@ -917,8 +917,8 @@ def profile_of(trial: TrialResult) -> Profile:
 
 def verdict_of(results: StudyResults, *, confidence: float = 0.95) -> Verdict:
     """The speculative verdict and deployment policy of a study's feasible COMPLETE trials, ranked by
-    its first objective's metric. The tuned baseline is the staged study's re-measured ``tuned`` trial when it completed,
-    else the best non-speculative trial."""
+    its first objective's metric. The tuned baseline is the staged study's re-measured ``tuned``
+    trial when it completed, else the best non-speculative trial."""
     if not results.objectives:
         raise NovaError(f"study {results.study_name!r} has no objectives: nothing to rank a verdict by")
     primary = results.objectives[0]
