@@ -22,8 +22,8 @@ equal to 6 digits at most positions, and outputs that cycle with period 2 after 
 median top-2 logprob gap 0.05, 4 of 256 positions tied). ``benchmarks/equivalence_noise.py`` repeats it.
 
 - none vs none: the same server twice, the same server with 6 long requests in flight while the
-  reference ran (other batch shapes), and (dummy) a second boot: 8/8 identical, mean prefix 1.0.
-- vs none, every run: ngram k 4 (dummy 384/384 draft tokens accepted, seeded 77/111), draft_model k 3
+  reference ran (other batch shapes), and a second boot: 8/8 identical, mean prefix 1.0.
+- vs none, every run: ngram k 4 (per run, dummy 192/192 draft tokens accepted, seeded 77/111), draft_model k 3
   (the model as its own drafter, 192/192), eagle3 k 3 (dummy, random drafter, 0/744 accepted: every
   token went through rejection): 8/8 identical, mean prefix 1.0.
 - must differ: the seeded model with weights seed 1, and either model on another study's prompts:
