@@ -68,3 +68,19 @@ class LevelRun:
     records: tuple[RequestRecord, ...]
     engine_samples: tuple[EngineSample, ...] = ()
     client_cpu_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceOutputs:
+    """What one server generated for the reference prompt set (greedy, one request at a time).
+
+    ``token_ids[i]`` is the i-th prompt's generated ids; a failed request has ``()`` there and its
+    message in ``errors[i]`` (``""`` when it succeeded). Both tuples have one entry per prompt.
+    """
+
+    token_ids: tuple[tuple[int, ...], ...]
+    errors: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.errors)
