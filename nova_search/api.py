@@ -40,11 +40,14 @@ import yaml
 from optuna.trial import FrozenTrial
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from nova_search.analysis.equivalence import Equivalence, compare_outputs
 from nova_search.analysis.verdict import Profile, Verdict, build_verdict
 from nova_search.db._url import engine_kwargs, mask, parse
 from nova_search.engine.command import API_SERVER_MODULE, deployable_argv
 from nova_search.errors import NovaError, SpecError, StorageError
+from nova_search.loadgen.reference import outputs_from_dict
 from nova_search.metrics import METRIC_NAMES, LevelResult
+from nova_search.records import ReferenceOutputs
 from nova_search.space import ROLE_ATTR
 from nova_search.study import PARENT_ATTR, SPEC_ATTR, STAGE_ATTR, count_toward_budget
 from nova_search.trial import (
@@ -68,6 +71,7 @@ SEARCH_ROLE = "search"
 #: attributes written by newer workers (trial.A_REPEATS, trial.A_WARNINGS); absent on older trials
 A_REPEATS = "nova:repeats"
 A_WARNINGS = "nova:warnings"
+A_REFERENCE = "nova:reference_outputs"
 
 #: metrics where lower is better when a direction has to be guessed (not an objective of the study)
 _LOWER_IS_BETTER = frozenset(
@@ -138,6 +142,8 @@ class TrialResult:
     device_name: str | None = None
     #: every headline metric of each measurement window, per level (``sweep.repeats`` >= 2)
     windows: dict[int, tuple[dict[str, float], ...]] = field(default_factory=dict)
+    #: greedy outputs of the reference prompt set (``nova:reference_outputs``), None when not recorded
+    reference: ReferenceOutputs | None = None
     #: the Optuna study the trial belongs to, and its stage ("joint" for an unstaged study)
     study: str = ""
     stage: str = "joint"
@@ -521,6 +527,15 @@ def _windows(stored: Any) -> dict[int, tuple[dict[str, float], ...]]:
     return out
 
 
+def _reference(stored: Any) -> ReferenceOutputs | None:
+    if not isinstance(stored, dict):
+        return None
+    try:
+        return outputs_from_dict(stored)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def trial_result(t: FrozenTrial, rows: Sequence[Mapping[str, Any]] = ()) -> TrialResult:
     """Decode one Optuna trial (and its rows of ``nova_level_result``, if any)."""
     attrs = t.user_attrs
@@ -562,6 +577,7 @@ def trial_result(t: FrozenTrial, rows: Sequence[Mapping[str, Any]] = ()) -> Tria
         warnings=tuple(str(w) for w in attrs.get(A_WARNINGS) or ()),
         device_name=next((str(r["gpu_name"]) for r in rows if r.get("gpu_name")), None),
         windows=_windows(attrs.get(A_REPEATS)),
+        reference=_reference(attrs.get(A_REFERENCE)),
         log_tail=str(attrs[A_LOG_TAIL]) if attrs.get(A_LOG_TAIL) else None,
     )
 
@@ -901,9 +917,23 @@ def dumps_json(obj: Any) -> str:
 # ---------------------------------------------------------------- the speculative verdict
 
 
-def profile_of(trial: TrialResult) -> Profile:
-    """What the verdict needs of one COMPLETE trial (see ``analysis.verdict``)."""
+def equivalence_of(base: TrialResult, candidate: TrialResult) -> Equivalence | None:
+    """The candidate's greedy outputs against the base's (None when either was not recorded, or the
+    base's failed: nothing to judge by)."""
+    if base.reference is None or candidate.reference is None or not base.reference.ok:
+        return None
+    if len(base.reference.token_ids) != len(candidate.reference.token_ids):
+        return None
+    return compare_outputs(base.reference.token_ids, candidate.reference.token_ids)
+
+
+def profile_of(trial: TrialResult, base: TrialResult | None = None) -> Profile:
+    """What the verdict needs of one COMPLETE trial (see ``analysis.verdict``). With ``base`` (the
+    tuned baseline), a speculative trial's output equivalence is judged against it."""
+    eq = equivalence_of(base, trial) if base is not None and (trial.config or {}).get("speculative") else None
     return Profile(
+        equivalent=None if eq is None else eq.equivalent,
+        equivalence_note="" if eq is None else eq.describe(),
         key=trial.key,
         study=trial.study,
         number=trial.number,
@@ -928,8 +958,13 @@ def verdict_of(results: StudyResults, *, confidence: float = 0.95) -> Verdict:
     except (KeyError, TypeError, ValueError):
         levels = sorted({lv.concurrency for t in done for lv in t.levels})
     tuned = next((t.key for t in done if t.role == "tuned"), None)
+    if tuned is None:
+        plain = [profile_of(t) for t in done if not (t.config or {}).get("speculative")]
+        first = build_verdict(plain, metric=primary.metric, higher_is_better=primary.maximize, levels=levels)
+        tuned = first.tuned
+    base = next((t for t in done if t.key == tuned), None)
     return build_verdict(
-        [profile_of(t) for t in done],
+        [profile_of(t, base) for t in done],
         metric=primary.metric,
         higher_is_better=primary.maximize,
         levels=levels,

@@ -34,6 +34,7 @@ from nova_search.engine.probe import read_version
 from nova_search.engine.server import Server, free_port, tail
 from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
+from nova_search.loadgen.reference import collect_outputs, outputs_as_dict, reference_prompts
 from nova_search.loadgen.runner import LevelPlan, run_level, take
 from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import HEADLINE, LevelResult, RequestSLO, combine_repeats, summarize
@@ -57,6 +58,8 @@ A_REPEATS = "nova:repeats"
 A_INTERVALS = "nova:intervals"
 A_SATURATION = "nova:saturation"
 A_WARNINGS = "nova:warnings"
+#: the greedy token ids of the reference prompt set (loadgen.reference), for the equivalence check
+A_REFERENCE = "nova:reference_outputs"
 
 #: share of one core above which the load generator may be what limits the measurement
 CLIENT_CPU_WARN = 0.8
@@ -200,6 +203,13 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
             version = read_version(server.base_url, server.api_key)
             _set(trial, ctx, A_ENGINE_VERSION, version)
             target = Target(server.base_url, served_name(spec.model), server.api_key)
+            # greedy outputs of a fixed prompt set, before the sweep (empty cache, the same for every
+            # trial): the verdict checks a speculative configuration against its base with them
+            ctx.reporter.phase(trial.number, "reference outputs (greedy)")
+            reference = collect_outputs(
+                target, reference_prompts(spec.workload, spec.model), spec.sweep.request_timeout_s
+            )
+            _set(trial, ctx, A_REFERENCE, outputs_as_dict(reference))
             levels = _measure(trial, ctx, server, target, timing, plan.argv, version, requests_path)
     except TrialFailure as e:
         if ctx.cancel.is_set():

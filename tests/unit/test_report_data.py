@@ -333,3 +333,18 @@ def test_no_speculative_trial_means_no_verdict_and_says_so():
     data = build_report_data(study(mk(0, [lv(8, 100, 20)], role="stock"), mk(1, [lv(8, 120, 18)])))
     assert data.verdict is None and data.speculative == ()
     assert any("no verdict" in n for n in data.notes)
+
+
+def test_a_speculative_trial_whose_greedy_output_diverged_is_flagged(full):
+    from nova_search.api import verdict_of
+    from nova_search.records import ReferenceOutputs
+
+    same = ReferenceOutputs(token_ids=((1, 2, 3, 4),) * 8, errors=("",) * 8)
+    other = ReferenceOutputs(token_ids=((9, 9, 9, 9),) * 8, errors=("",) * 8)
+    trials = [replace(t, reference=same) for t in full.trials]
+    ok = replace(full, trials=tuple(trials))
+    assert [d.status for d in verdict_of(ok).drafters] == ["rejected"]  # judged, equivalent
+    trials[3] = replace(trials[3], reference=other)
+    bad = verdict_of(replace(full, trials=tuple(trials)))
+    (d,) = bad.drafters
+    assert d.status == "flagged" and "diverged" in d.reason
