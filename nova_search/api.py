@@ -203,9 +203,16 @@ class StudyResults:
 
     @property
     def budget(self) -> int | None:
+        """The trial budget; for a staged study read by its name, the sum over its stages."""
         try:
-            return int(self.spec["budget"]["n_trials"]) if self.spec else None
-        except (KeyError, TypeError, ValueError):
+            if not self.spec:
+                return None
+            n = int(self.spec["budget"]["n_trials"])
+            if not self.stages:
+                return n
+            per = self.spec["budget"].get("per_stage") or {}
+            return sum(int(per.get(st, n)) for st in self.spec.get("stages") or self.stages)
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
     def trial(self, number: int | str) -> TrialResult:

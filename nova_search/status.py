@@ -26,7 +26,7 @@ class WorkerSeen:
     host: str
     gpus: tuple[int, ...]
     #: the trial it runs now, None when idle
-    running_trial: int | None
+    running_trial: int | str | None  # a staged study: the key (speculative#3)
     last_seen: datetime
     trials_finished: int = 0
 
@@ -40,7 +40,7 @@ class BestSoFar:
     objective: str
     direction: str
     value: float
-    trial_number: int
+    trial_number: int | str
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def study_status(
         entry = seen.setdefault(key, {"running": None, "last": last, "finished": 0})
         entry["last"] = max(entry["last"], last)
         if running:
-            entry["running"] = t.number
+            entry["running"] = t.number if t.stage == "joint" else t.key
         else:
             entry["finished"] += 1
     workers = tuple(
@@ -104,7 +104,9 @@ def study_status(
     feasible = results.feasible()
     for o in results.objectives:
         vals = [
-            (t.values[o.index], t.number) for t in feasible if t.values is not None and o.index is not None
+            (t.values[o.index], t.number if t.stage == "joint" else t.key)
+            for t in feasible
+            if t.values is not None and o.index is not None
         ]
         if vals:
             v, n = min(vals, key=lambda x, m=o.maximize: (-x[0] if m else x[0], x[1]))
