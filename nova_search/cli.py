@@ -434,7 +434,11 @@ def policy_cmd(
     for d in verdict.drafters:
         if d.tradeoffs:
             console.print(table(f"Latency tradeoffs: {d.method}", TRADEOFF_HEADERS, tradeoff_rows(d)))
-    console.print(table("Deployment policy", POLICY_HEADERS, policy_rows(verdict)))
+    rows = policy_rows(verdict)
+    console.print(table("Deployment policy", POLICY_HEADERS[:-1], [r[:-1] for r in rows]))
+    for r in rows:
+        console.print(f"[bold]{r[0]}[/] ({r[1]}):", markup=True)
+        console.print("  " + r[-1], markup=False, soft_wrap=True)
     if verdict.schedule:
         console.print(
             "dynamic schedule (num_speculative_tokens_per_batch_size): "

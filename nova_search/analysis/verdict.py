@@ -314,8 +314,18 @@ def build_policy(
         out.append(
             PolicyRange(
                 lo,
-                top_c, "speculative", p.key, p.study, p.number, p.method, p.k, p.argv, tuple(lvls),
-                gain_pct=top.diff_pct, ci_low=low, ci_high=high,
+                top_c,
+                "speculative",
+                p.key,
+                p.study,
+                p.number,
+                p.method,
+                p.k,
+                p.argv,
+                tuple(lvls),
+                gain_pct=top.diff_pct,
+                ci_low=low,
+                ci_high=high,
             )
         )
         nxt = top_c + 1
@@ -409,6 +419,15 @@ def build_verdict(
             None,
             "no tuned baseline: no schedule",
             ("no COMPLETE non-speculative trial: nothing to compare against",),
+        )
+    if (
+        stock is not None
+        and stock.key != tuned_p.key
+        and _without_k(stock.config) == _without_k(tuned_p.config)
+    ):
+        notes.append(
+            f"the tuned baseline ({tuned_p.key}) runs the stock configuration: no searched configuration "
+            "beat it, so tuned vs stock is only run-to-run drift between two measurements of one config"
         )
     vs_stock = tuple(
         (
