@@ -115,7 +115,8 @@ class CostRow:
 
 @dataclass(frozen=True)
 class TrialRow:
-    number: int
+    #: the trial number; a staged study's key (``speculative#3``)
+    number: int | str
     state: str
     role: str
     feasible: bool
@@ -347,7 +348,7 @@ def trial_rows(results: StudyResults) -> list[TrialRow]:
 
     return [
         TrialRow(
-            t.number,
+            t.number if t.stage == "joint" else t.key,
             t.state,
             t.role,
             t.feasible,
