@@ -61,3 +61,32 @@ def test_nova_and_vllm_bench_agree_on_the_same_server(shared_vllm, engine_python
         assert abs(c.median_pair_diff) <= TOLERANCE[metric], f"{metric}\n{text}"
         # and the two clients' own medians
         assert abs(c.rel_diff) <= TOLERANCE[metric], f"{metric}\n{text}"
+
+
+def test_vllm_bench_streams_from_the_standin(standin, engine_python, tiny_model, tmp_path):
+    """benchmarks/client_overhead.py runs vLLM's benchmark client against the stand-in: the stand-in
+    speaks enough of the API for it (/v1/completions streamed with usage, /metrics; /tokenize is
+    missing and vLLM goes on without aligning prompts)."""
+    from tests.support.crosscheck import peer_client, vllm_bench_args
+
+    srv = standin()
+    n, out = 20, 16
+    with peer_client(engine_python, "1", None, tmp_path / "vllm-bench.log") as client:
+        result = client.run(
+            vllm_bench_args(
+                srv.base_url,
+                srv.model,
+                tiny_model,
+                input_len=32,
+                output_len=out,
+                num_requests=n,
+                concurrency=4,
+                warmups=2,
+                seed=0,
+            )
+        )
+    assert (result["completed"], result["failed"]) == (n, 0)
+    assert result["total_output_tokens"] == n * out
+    assert result["client_cpu_s"] > 0
+    st = srv.stats()
+    assert st.requests == n + 2 and st.completed == n + 2 and st.max_in_flight <= 4
