@@ -1,6 +1,6 @@
 """`nova-search bench` against the shared real vLLM (CPU, tiny model): the profile it prints is
-complete and its counts exact. (The numeric comparison with `vllm bench serve` is a benchmark:
-benchmarks/crosscheck_vllm_bench.py.)"""
+complete and its counts exact. (The numeric comparison with `vllm bench serve` is
+tests/integration/test_crosscheck_vllm_bench.py.)"""
 
 from __future__ import annotations
 
