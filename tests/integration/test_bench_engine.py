@@ -1,5 +1,6 @@
 """`nova-search bench` against the shared real vLLM (CPU, tiny model): the profile it prints is
-complete and its counts exact. (The numeric comparison with `vllm bench serve` is a benchmark:
+complete and its counts exact. (The same workload through `vllm bench serve` is
+tests/integration/test_crosscheck_vllm_bench.py; the numeric comparison is
 benchmarks/crosscheck_vllm_bench.py.)"""
 
 from __future__ import annotations
