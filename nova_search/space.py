@@ -50,6 +50,9 @@ class Facts:
     model_has_mtp: bool = False
     #: the accelerator's (or CPU's) name, recorded with every measurement
     device_name: str | None = None
+    #: optional packages found in the engine's environment (ENGINE_PACKAGES); None: not known (an
+    #: engine.command launcher, whose environment nova cannot look into), so no rule relies on it
+    engine_packages: frozenset[str] | None = None
 
 
 def _gpu_name(gpus: tuple[int, ...]) -> str | None:
@@ -61,6 +64,26 @@ def _gpu_name(gpus: tuple[int, ...]) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.strip().splitlines()[0] if out.strip() else None
+
+
+#: optional packages some configurations need in the engine's environment (import names)
+ENGINE_PACKAGES = ("arctic_inference",)
+
+
+def engine_packages(python: str | None) -> frozenset[str] | None:
+    """Which of ENGINE_PACKAGES the engine's interpreter can import (found, not imported), or None
+    when there is no interpreter to ask or it cannot answer."""
+    if not python:
+        return None
+    code = (
+        "import importlib.util as u\n"
+        f"print(' '.join(m for m in {ENGINE_PACKAGES!r} if u.find_spec(m) is not None))"
+    )
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return frozenset(out.stdout.split())
 
 
 def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
@@ -88,6 +111,7 @@ def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
         model_max_len=max_len,
         model_has_mtp=has_mtp,
         device_name=device_name,
+        engine_packages=engine_packages(spec.engine.resolved_python()),
     )
 
 
@@ -146,12 +170,23 @@ def _dflash_backend(c: EngineConfig, f: Facts) -> str | None:
     return None
 
 
+def _suffix_needs_arctic(c: EngineConfig, f: Facts) -> str | None:
+    if c.speculative and c.speculative.method == "suffix" and f.engine_packages is not None:
+        if "arctic_inference" not in f.engine_packages:
+            return (
+                "suffix decoding needs the arctic-inference package in the engine's environment "
+                "(pip install arctic-inference there); it is not installed"
+            )
+    return None
+
+
 RULES: tuple[Rule, ...] = (
     Rule("chunked_prefill_budget", _chunked_prefill_budget),
     Rule("fp8_kv_cache_on_cpu", _fp8_kv_on_cpu),
     Rule("ngram_window", _ngram_window),
     Rule("mtp_needs_heads", _mtp_needs_heads),
     Rule("dflash_triton_backend", _dflash_backend),
+    Rule("suffix_needs_arctic_inference", _suffix_needs_arctic),
 )
 
 

@@ -33,6 +33,7 @@ FAILURE_PATTERNS: tuple[tuple[str, str], ...] = (
         "oom",
         r"out of memory|OutOfMemoryError|less than desired (?:CPU|GPU) memory utilization"
         r"|No available memory for the cache blocks|Insufficient memory|not enough KV cache"
+        r"|less than requested memory for kv"
         r"|Cannot allocate memory",
     ),
     (

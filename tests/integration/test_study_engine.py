@@ -1,9 +1,11 @@
 """End to end on the real engine: vLLM's CPU build serving the tiny model, driven by the real CLI.
 
-One study, four enqueued trials: the stock baseline, an n-gram speculative config, a suffix config that
-cannot boot here (arctic-inference is not in the engine's environment), and a config the compatibility
-table refuses without launching. Checks states, reasons, values, constraints, argv, the dashboard
-notes and graphs and the trials' artifacts, and that no vLLM process is left behind.
+One study, five enqueued trials: the stock baseline, an n-gram speculative config, a suffix config the
+compatibility table refuses without launching (arctic-inference is not in the engine's environment, and
+the worker looked), a config that boots into a failure the table does not know (too little memory for
+the KV cache: classified "oom" from the engine's own words), and another config the table refuses.
+Checks states, reasons, values, constraints, argv, the dashboard notes and graphs and the trials'
+artifacts, and that no vLLM process is left behind.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ pytestmark = pytest.mark.slow
 
 def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     before = vllm_processes()
-    raw = tiny_spec(tiny_model, budget={"n_trials": 4})
+    raw = tiny_spec(tiny_model, budget={"n_trials": 5})
     raw["space"]["speculative"]["method"] = {"choices": ["none", "ngram", "suffix"]}
+    raw["space"]["gpu_memory_utilization"] = {"low": 0.0001, "high": 0.3}
     raw["sweep"]["repeats"] = 2
     raw["slo"] = {"ttft_ms": 60000}
     spec = parse_spec(raw)
@@ -35,6 +38,7 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     study = nova_study.create(spec, url, "e2e")
     base = {
         "kv_cache_dtype": "auto",
+        "gpu_memory_utilization": 0.3,
         "max_num_seqs": 8,
         "enable_prefix_caching": True,
         "enable_chunked_prefill": True,
@@ -50,6 +54,10 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     )
     study.enqueue_trial(
         {**base, "max_num_batched_tokens": 1024, "spec_method": "suffix", "num_speculative_tokens": 3}
+    )
+    # on the CPU the share of host memory: far too little for the weights and any KV cache
+    study.enqueue_trial(
+        {**base, "gpu_memory_utilization": 0.0001, "max_num_batched_tokens": 1024, "spec_method": "none"}
     )
     study.enqueue_trial(
         {**base, "enable_chunked_prefill": False, "max_num_batched_tokens": 512, "spec_method": "none"}
@@ -77,8 +85,8 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     trials = optuna.load_study(study_name="e2e", storage=url).get_trials()
-    assert len(trials) == 4
-    stock, ngram, suffix, refused = trials
+    assert len(trials) == 5
+    stock, ngram, suffix, oom, refused = trials
 
     # the stock baseline: engine.defaults only, nothing searched
     assert stock.state == optuna.trial.TrialState.COMPLETE
@@ -119,10 +127,16 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
         assert ci["low"] <= ci["mid"] <= ci["high"]
     assert "limiter" in ngram.user_attrs["nova:saturation"]
 
-    # suffix decoding cannot boot here: classified, with the engine's own words in the log tail
-    assert suffix.state == optuna.trial.TrialState.FAIL
-    assert suffix.user_attrs[A_REASON] == "unsupported"
-    assert "Arctic Inference" in suffix.user_attrs[A_LOG_TAIL]
+    # suffix decoding needs arctic-inference, which the engine's environment lacks: never launched
+    assert suffix.state == optuna.trial.TrialState.PRUNED
+    assert suffix.user_attrs[A_REASON] == "incompatible"
+    assert "suffix_needs_arctic_inference" in suffix.user_attrs[A_MESSAGE]
+    assert A_ARGV not in suffix.user_attrs
+
+    # a failure the table does not know: booted, failed, classified from the engine's own words
+    assert oom.state == optuna.trial.TrialState.FAIL
+    assert oom.user_attrs[A_REASON] == "oom", oom.user_attrs.get(A_LOG_TAIL, "")[-1500:]
+    assert "less than requested memory" in oom.user_attrs[A_LOG_TAIL]
 
     # a combination the compatibility table knows is bad is never launched
     assert refused.state == optuna.trial.TrialState.PRUNED
@@ -143,11 +157,12 @@ def _check_dashboard_notes_and_artifacts(url, artifacts, trials):
 
     study = optuna.load_study(study_name="e2e", storage=url)
     storage = study._storage
-    stock, ngram, suffix, refused = (optuna.Trial(study, t._trial_id) for t in trials)
+    stock, ngram, suffix, oom, refused = (optuna.Trial(study, t._trial_id) for t in trials)
     assert "## Trial 0: COMPLETE (stock)" in get_note(stock)
     note = get_note(ngram)
     assert "| acceptance |" in note and "vLLM 0.32.0" in note and "--speculative-config" in note
-    assert "**unsupported**" in get_note(suffix) and "Arctic Inference" in get_note(suffix)
+    assert "**incompatible**" in get_note(suffix) and "arctic-inference" in get_note(suffix)
+    assert "**oom**" in get_note(oom) and "less than requested memory" in get_note(oom)
     assert "**incompatible**" in get_note(refused)
     assert "stock: trial 0" in get_note(study)
     graphs = {k.split(":")[2] for k in storage.get_study_system_attrs(study._study_id) if "plot_data" in k}
@@ -162,11 +177,12 @@ def _check_dashboard_notes_and_artifacts(url, artifacts, trials):
     assert len(rows) == 2 * 2 * 6  # two levels, two windows of 6 requests
     assert {(r["level"], r["repeat"]) for r in rows} == {(1, 0), (1, 1), (2, 0), (2, 1)}
     assert all(r["success"] and r["output_tokens"] == 24 and r["ttft_ms"] > 0 for r in rows)
-    failed = {m.filename: m for m in get_all_artifact_meta(trials[2], storage=storage)}
+    failed = {m.filename: m for m in get_all_artifact_meta(trials[3], storage=storage)}
     download_artifact(artifact_store=store, artifact_id=failed["server.log"].artifact_id,
-                      file_path=str(artifacts / "suffix-server.log"))  # fmt: skip
-    assert "Arctic Inference" in (artifacts / "suffix-server.log").read_text()
-    assert get_all_artifact_meta(trials[3], storage=storage) == []  # never launched
+                      file_path=str(artifacts / "oom-server.log"))  # fmt: skip
+    assert "less than requested memory" in (artifacts / "oom-server.log").read_text()
+    for never_launched in (trials[2], trials[4]):
+        assert get_all_artifact_meta(never_launched, storage=storage) == []
 
 
 @pytest.mark.postgres

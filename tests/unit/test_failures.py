@@ -88,6 +88,11 @@ def test_classify_real_logs(log: str, reason: str) -> None:
             "oom",
         ),
         ("CUDA out of memory. Tried to allocate 20.00 MiB", "oom"),
+        (
+            "RuntimeError: Worker failed with error 'Available memory on node 0 (17.66/23.54 GiB) on kv "
+            "cache allocation is less than requested memory for kv (-0.63/0.0 GiB).'",
+            "oom",
+        ),
         ("FP8 KV cache on CPU requires x86 with AVX-512 or AMX", "unsupported"),
         ("Arctic Inference is required for suffix decoding", "unsupported"),
         ("argument --kv-cache-dtype: invalid choice: 'fp4_nonsense'", "unsupported"),

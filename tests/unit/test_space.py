@@ -414,3 +414,22 @@ def test_host_facts_without_model_config(tmp_path: Path, tiny_raw: dict[str, Any
     assert facts.device == "cuda"
     assert facts.model_max_len is None
     assert facts.model_has_mtp is False
+
+
+def test_suffix_needs_arctic_inference_where_the_engine_environment_is_known() -> None:
+    c = EngineConfig(speculative=SpeculativeConfig(method="suffix", num_speculative_tokens=3))
+    (r,) = incompatibilities(c, Facts(engine_packages=frozenset()))
+    assert r.startswith("suffix_needs_arctic_inference:") and "pip install arctic-inference" in r
+    assert incompatibilities(c, Facts(engine_packages=frozenset({"arctic_inference"}))) == []
+    # an engine.command launcher (an image's `vllm serve`): its environment is not known, so it boots
+    assert incompatibilities(c, Facts(engine_packages=None)) == []
+
+
+def test_engine_packages_asks_the_engine_interpreter(tmp_path) -> None:
+    import sys
+
+    from nova_search.space import engine_packages
+
+    assert engine_packages(sys.executable) == frozenset()  # the project's venv has no arctic-inference
+    assert engine_packages(None) is None
+    assert engine_packages(str(tmp_path / "no-such-python")) is None
