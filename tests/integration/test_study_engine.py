@@ -136,7 +136,7 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     # a failure the table does not know: booted, failed, classified from the engine's own words
     assert oom.state == optuna.trial.TrialState.FAIL
     assert oom.user_attrs[A_REASON] == "oom", oom.user_attrs.get(A_LOG_TAIL, "")[-1500:]
-    assert "less than requested memory" in oom.user_attrs[A_LOG_TAIL]
+    assert "Engine core initialization failed" in oom.user_attrs[A_LOG_TAIL]
 
     # a combination the compatibility table knows is bad is never launched
     assert refused.state == optuna.trial.TrialState.PRUNED
@@ -162,7 +162,7 @@ def _check_dashboard_notes_and_artifacts(url, artifacts, trials):
     note = get_note(ngram)
     assert "| acceptance |" in note and "vLLM 0.32.0" in note and "--speculative-config" in note
     assert "**incompatible**" in get_note(suffix) and "arctic-inference" in get_note(suffix)
-    assert "**oom**" in get_note(oom) and "less than requested memory" in get_note(oom)
+    assert "**oom**" in get_note(oom) and "Engine core initialization failed" in get_note(oom)
     assert "**incompatible**" in get_note(refused)
     assert "stock: trial 0" in get_note(study)
     graphs = {k.split(":")[2] for k in storage.get_study_system_attrs(study._study_id) if "plot_data" in k}
