@@ -110,8 +110,10 @@ class Server:
         return self.plan.env["VLLM_API_KEY"]
 
     def __enter__(self) -> Server:
-        self.start()
         try:
+            # start() inside the guard too: an interrupt (SIGTERM -> KeyboardInterrupt) that lands after
+            # the server was spawned but before its reaper was would otherwise orphan it
+            self.start()
             self.wait_ready()
         except BaseException:
             self.stop()
