@@ -43,6 +43,7 @@ from nova_search.report.data import (
     trial_curves,
 )
 from nova_search.report.figures import Series, acceptance_series, line_figure, panel_figure
+from nova_search.report.markdown import table as md_table
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -81,14 +82,6 @@ def _cell(v: Any, fmt: str = ".4g") -> str:
 
 def _pct(v: float | None) -> str:
     return "–" if v is None else f"{v:.0%}"
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], text: Sequence[str] = ()) -> str:
-    """A markdown table; columns named in ``text`` are left-aligned, the others (numbers) right."""
-    align = "|".join(":---" if h in text else "---:" for h in headers)
-    lines = ["| " + " | ".join(headers) + " |", "|" + align + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def _fence(text: str, lang: str = "") -> str:
@@ -179,7 +172,7 @@ def trial_note_markdown(trial: TrialResult, objectives: Sequence[Objective] = ()
             if spec:
                 row.append(_pct(lv.spec_acceptance_rate))
             rows.append(row)
-        parts.append("### Profile per concurrency\n\n" + _table(headers, rows))
+        parts.append("### Profile per concurrency\n\n" + md_table(headers, rows))
     elif trial.state != "PRUNED":
         parts.append("No level was measured.")
     if trial.warnings:
@@ -247,7 +240,7 @@ def study_note_markdown(results: StudyResults, policy_markdown: str | None = Non
             )
         if rows:
             section.append(
-                _table(
+                md_table(
                     [
                         "concurrency",
                         "stock tok/s",
@@ -285,7 +278,7 @@ def study_note_markdown(results: StudyResults, policy_markdown: str | None = Non
             for t in front[:BEST_ROWS]
         ]
         section.append(
-            _table(["trial", "role", *names, "configuration"], rows, text=("role", "configuration"))
+            md_table(["trial", "role", *names, "configuration"], rows, text=("role", "configuration"))
         )
         if len(front) > BEST_ROWS:
             section.append(f"… and {len(front) - BEST_ROWS} more on the front (`nova-search best`).")

@@ -8,6 +8,7 @@ import shlex
 from typing import Any
 
 from nova_search.analysis.verdict import DrafterVerdict, LevelGain, PolicyRange, Verdict
+from nova_search.report.markdown import table as md_table
 
 
 def _pct(v: float | None) -> str:
@@ -76,28 +77,19 @@ TRADEOFF_HEADERS = ["metric", "concurrency", "tuned", "speculative", "change", "
 POLICY_HEADERS = ["concurrency", "deploy", "trial", "gain vs tuned", "launch"]
 
 
-def _md_table(headers: list[str], rows: list[list[str]]) -> str:
-    def cell(x: str) -> str:
-        return x.replace("|", "\\|").replace("\n", " ")
-
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
-
-
 def verdict_markdown(v: Verdict) -> str:
     parts = ["## Speculative verdict", "", *header_lines(v), ""]
     if v.drafters:
-        parts += [_md_table(DRAFTER_HEADERS, drafter_rows(v)), ""]
+        parts += [md_table(DRAFTER_HEADERS, drafter_rows(v), text=DRAFTER_HEADERS), ""]
     for d in v.drafters:
         if d.tradeoffs:
             parts += [
                 f"Latency tradeoffs of {d.method} ({d.status}):",
                 "",
-                _md_table(TRADEOFF_HEADERS, tradeoff_rows(d)),
+                md_table(TRADEOFF_HEADERS, tradeoff_rows(d), text=TRADEOFF_HEADERS),
                 "",
             ]
-    parts += ["## Deployment policy", "", _md_table(POLICY_HEADERS, policy_rows(v)), ""]
+    parts += ["## Deployment policy", "", md_table(POLICY_HEADERS, policy_rows(v), text=POLICY_HEADERS), ""]
     if v.schedule:
         payload = json.dumps([list(x) for x in v.schedule])
         parts += [
