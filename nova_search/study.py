@@ -270,8 +270,7 @@ def run_stages(study_name: str, storage_url: str, opts: WorkerOptions) -> tuple[
     last stage's study this worker worked on and the number of trials it ran."""
     storage = open_storage(storage_url)
     plan = stage_plan(study_name, storage_url, storage)
-    if opts.stop_after_s is not None and opts.deadline is None:
-        opts = replace(opts, deadline=time.monotonic() + opts.stop_after_s)
+    opts = opts.with_deadline()
     study, spec = load(plan[0][1], storage_url, storage)
     parent = str(study.user_attrs.get(PARENT_ATTR, study_name))
     ran = 0
@@ -302,8 +301,15 @@ class WorkerOptions:
     #: start no new trial once this many seconds have passed (running trials finish): for machines
     #: lent in time slots, where a trial cut off by the slot's end would be lost
     stop_after_s: float | None = None
-    #: time.monotonic() past which no trial starts (set by run_worker from stop_after_s)
+    #: time.monotonic() past which no trial starts (set from stop_after_s by ``with_deadline``)
     deadline: float | None = None
+
+    def with_deadline(self) -> WorkerOptions:
+        """These options with the deadline set from ``stop_after_s``, once: a set deadline is kept,
+        so the stages of one run share it."""
+        if self.stop_after_s is None or self.deadline is not None:
+            return self
+        return replace(self, deadline=time.monotonic() + self.stop_after_s)
 
 
 def rdb_storage(study: optuna.Study) -> RDBStorage:
@@ -509,8 +515,7 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with")
     groups = slots_for(opts.gpus, spec.engine.tensor_parallel_size)
-    if opts.stop_after_s is not None and opts.deadline is None:
-        opts = replace(opts, deadline=time.monotonic() + opts.stop_after_s)
+    opts = opts.with_deadline()
     storage = rdb_storage(study)
     store = LevelStore(storage.url, retry_window_s=opts.storage_retry_s)
     store.check_ready()
