@@ -41,7 +41,7 @@ from optuna.trial import FrozenTrial
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from nova_search.analysis.equivalence import Equivalence, compare_outputs
-from nova_search.analysis.verdict import Profile, Verdict, build_verdict
+from nova_search.analysis.verdict import Profile, Verdict, build_verdict, choose_tuned
 from nova_search.db._url import engine_kwargs, mask, parse
 from nova_search.engine.command import API_SERVER_MODULE, deployable_argv
 from nova_search.errors import NovaError, SpecError, StorageError
@@ -503,24 +503,8 @@ def _floats(d: Any) -> dict[str, float]:
     return {str(k): float(v) for k, v in d.items() if _as_float(v) is not None}
 
 
-def _repeats(stored: Any) -> dict[int, tuple[float, ...]]:
-    """``nova:repeats`` ({level: [{metric: value}, ...]}) -> output tok/s per window, per level."""
-    out: dict[int, tuple[float, ...]] = {}
-    if not isinstance(stored, dict):
-        return out
-    for level, windows in stored.items():
-        try:
-            c = int(level)
-        except (TypeError, ValueError):
-            continue
-        if isinstance(windows, list):
-            vals = [_as_float(w.get("output_throughput")) for w in windows if isinstance(w, dict)]
-            out[c] = tuple(v for v in vals if v is not None)
-    return out
-
-
 def _windows(stored: Any) -> dict[int, tuple[dict[str, float], ...]]:
-    """``nova:repeats`` -> every metric of each window, per level."""
+    """``nova:repeats`` ({level: [{metric: value}, ...]}) -> every metric of each window, per level."""
     out: dict[int, tuple[dict[str, float], ...]] = {}
     if not isinstance(stored, dict):
         return out
@@ -546,6 +530,7 @@ def _reference(stored: Any) -> ReferenceOutputs | None:
 def trial_result(t: FrozenTrial, rows: Sequence[Mapping[str, Any]] = ()) -> TrialResult:
     """Decode one Optuna trial (and its rows of ``nova_level_result``, if any)."""
     attrs = t.user_attrs
+    windows = _windows(attrs.get(A_REPEATS))
     argv = tuple(str(a) for a in attrs.get(A_ARGV) or ())
     if not argv:
         for r in rows:
@@ -580,10 +565,13 @@ def trial_result(t: FrozenTrial, rows: Sequence[Mapping[str, Any]] = ()) -> Tria
         datetime_start=t.datetime_start,
         datetime_complete=t.datetime_complete,
         retry_of=int(retry_of) if isinstance(retry_of, int) else None,
-        repeats=_repeats(attrs.get(A_REPEATS)),
+        repeats={
+            c: tuple(w["output_throughput"] for w in ws if "output_throughput" in w)
+            for c, ws in windows.items()
+        },
         warnings=tuple(str(w) for w in attrs.get(A_WARNINGS) or ()),
         device_name=next((str(r["gpu_name"]) for r in rows if r.get("gpu_name")), None),
-        windows=_windows(attrs.get(A_REPEATS)),
+        windows=windows,
         reference=_reference(attrs.get(A_REFERENCE)),
         log_tail=str(attrs[A_LOG_TAIL]) if attrs.get(A_LOG_TAIL) else None,
     )
@@ -967,8 +955,8 @@ def verdict_of(results: StudyResults, *, confidence: float = 0.95) -> Verdict:
     tuned = next((t.key for t in done if t.role == "tuned"), None)
     if tuned is None:
         plain = [profile_of(t) for t in done if not (t.config or {}).get("speculative")]
-        first = build_verdict(plain, metric=primary.metric, higher_is_better=primary.maximize, levels=levels)
-        tuned = first.tuned
+        chosen = choose_tuned(plain, primary.metric, primary.maximize)
+        tuned = chosen.key if chosen else None
     base = next((t for t in done if t.key == tuned), None)
     return build_verdict(
         [profile_of(t, base) for t in done],

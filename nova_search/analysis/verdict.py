@@ -164,10 +164,16 @@ class Verdict:
         return asdict(self)
 
 
-def _pct(new: float | None, base: float | None) -> float | None:
+def pct_change(new: float | None, base: float | None) -> float | None:
+    """``new`` against ``base`` in percent; None when either is missing or base is 0."""
     if new is None or base is None or base == 0:
         return None
     return (new - base) / abs(base) * 100.0
+
+
+def _gain_key(g: LevelGain) -> float:
+    """A gain to rank by; an undefined gain ranks last (0.0 is a gain like any other)."""
+    return g.diff_pct if g.diff_pct is not None else float("-inf")
 
 
 def level_gain(
@@ -190,15 +196,13 @@ def level_gain(
     )
 
 
-def _better(g: LevelGain, other: LevelGain | None) -> bool:
+def better_gain(g: LevelGain, other: LevelGain | None) -> bool:
     """Is ``g`` the better candidate at its level: verified beats unverified, then the larger gain."""
     if other is None:
         return True
     if g.verified != other.verified:
         return g.verified
-    return (g.diff_pct if g.diff_pct is not None else -1e18) > (
-        other.diff_pct if other.diff_pct is not None else -1e18
-    )
+    return _gain_key(g) > _gain_key(other)
 
 
 def tradeoffs(tuned: Profile, cand: Profile, level: int) -> tuple[Tradeoff, ...]:
@@ -206,7 +210,7 @@ def tradeoffs(tuned: Profile, cand: Profile, level: int) -> tuple[Tradeoff, ...]
     for m in TRADEOFF_METRICS:
         a = tuned.levels.get(level, {}).get(m)
         b = cand.levels.get(level, {}).get(m)
-        pct = _pct(b, a)
+        pct = pct_change(b, a)
         if pct is None or a is None or b is None:
             continue
         effect: Literal["improves", "regresses", "unchanged"]
@@ -237,14 +241,14 @@ def drafter_verdict(
         best: LevelGain | None = None
         for c in ok:
             g = level_gain(tuned, c, lv, metric, higher_is_better, confidence)
-            if g is not None and _better(g, best):
+            if g is not None and better_gain(g, best):
                 best = g
         if best is not None:
             per_level.append(best)
     verified = [g for g in per_level if g.verified]
     rng = (verified[0].concurrency, verified[-1].concurrency) if verified else None
     pool = verified or [g for g in per_level if g.diff_pct is not None]
-    top = max(pool, key=lambda g: g.diff_pct or -1e18) if pool else None
+    top = max(pool, key=_gain_key) if pool else None
     trade = tradeoffs(tuned, by_key[top.trial], top.concurrency) if top else ()
     flagged = [c.key for c in cands if c.equivalent is False]
     extra = f"; kept out (greedy output diverged): {', '.join(flagged)}" if flagged else ""
@@ -277,7 +281,7 @@ def build_policy(
         if d.status != "accepted":
             continue
         for g in d.per_level:
-            if g.verified and _better(g, choice.get(g.concurrency)):
+            if g.verified and better_gain(g, choice.get(g.concurrency)):
                 choice[g.concurrency] = g
     # runs of consecutive measured levels with the same choice (None = tuned)
     runs: list[tuple[str | None, list[int]]] = []
@@ -308,7 +312,7 @@ def build_policy(
         top_c = following[1][0] - 1 if following is not None and following[0] is not None else hi
         p = profiles[key]
         gains = [choice[lv] for lv in lvls]
-        top = max(gains, key=lambda g: g.diff_pct or -1e18)
+        top = max(gains, key=_gain_key)
         low = min((g.ci_low for g in gains if g.ci_low is not None), default=None)
         high = max((g.ci_high for g in gains if g.ci_high is not None), default=None)
         out.append(
@@ -380,6 +384,21 @@ def dynamic_schedule(
     )
 
 
+def choose_tuned(profiles: Sequence[Profile], metric: str, higher_is_better: bool) -> Profile | None:
+    """The best non-speculative, non-stock profile by ``metric`` at its best level (the stock one
+    when it is the only non-speculative one); None without a non-speculative profile."""
+    plain = [p for p in profiles if p.method == "none"]
+    pool = [p for p in plain if p.role != "stock"] or plain
+
+    def best_value(p: Profile) -> float:
+        vals = [v.get(metric) for v in p.levels.values() if v.get(metric) is not None]
+        if not vals:
+            return float("-inf")
+        return max(vals) if higher_is_better else -min(vals)  # type: ignore[type-var,operator]
+
+    return max(pool, key=best_value) if pool else None
+
+
 def build_verdict(
     profiles: Sequence[Profile],
     *,
@@ -390,23 +409,13 @@ def build_verdict(
     confidence: float = 0.95,
 ) -> Verdict:
     """The verdict over a study's COMPLETE trials (``profiles``). ``tuned`` is the key of the tuned
-    baseline; left out, it is the best non-speculative, non-stock profile by ``metric`` at its best
-    level (the stock one when it is the only non-speculative one)."""
+    baseline; left out, ``choose_tuned`` picks it."""
     by_key = {p.key: p for p in profiles}
     stock = next((p for p in profiles if p.role == "stock"), None)
-    plain = [p for p in profiles if p.method == "none"]
     notes: list[str] = []
     tuned_p = by_key.get(tuned) if tuned else None
     if tuned_p is None:
-        pool = [p for p in plain if p.role != "stock"] or plain
-
-        def best_value(p: Profile) -> float:
-            vals = [v.get(metric) for v in p.levels.values() if v.get(metric) is not None]
-            if not vals:
-                return float("-inf")
-            return max(vals) if higher_is_better else -min(vals)  # type: ignore[type-var,operator]
-
-        tuned_p = max(pool, key=best_value) if pool else None
+        tuned_p = choose_tuned(profiles, metric, higher_is_better)
     if tuned_p is None:
         return Verdict(
             metric,
@@ -432,7 +441,7 @@ def build_verdict(
     vs_stock = tuple(
         (
             lv,
-            _pct(tuned_p.levels.get(lv, {}).get(metric), stock.levels.get(lv, {}).get(metric))
+            pct_change(tuned_p.levels.get(lv, {}).get(metric), stock.levels.get(lv, {}).get(metric))
             if stock
             else None,
         )

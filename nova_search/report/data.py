@@ -20,10 +20,9 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from nova_search.analysis.saturation import find_saturation
-from nova_search.analysis.verdict import Verdict
+from nova_search.analysis.verdict import LevelGain, Verdict, better_gain, pct_change
 from nova_search.api import Objective, StudyResults, TrialResult, objective_of, verdict_of
 from nova_search.metrics import LevelResult
 
@@ -232,12 +231,6 @@ def trial_curves(results: StudyResults, *, candidates: int = 3) -> list[TrialCur
 # ---------------------------------------------------------------- tables
 
 
-def _pct(new: float | None, base: float | None) -> float | None:
-    if new is None or base is None or base == 0:
-        return None
-    return (new - base) / abs(base) * 100.0
-
-
 def _concurrencies(*trials: TrialResult | None) -> list[int]:
     return sorted({lv.concurrency for t in trials if t is not None for lv in t.levels})
 
@@ -250,7 +243,7 @@ def throughput_table(stock: TrialResult | None, tuned: TrialResult | None) -> li
         t = tuned.level(c) if tuned else None
         st = s.output_throughput if s else None
         tt = t.output_throughput if t else None
-        rows.append(ThroughputRow(c, st, tt, _pct(tt, st)))
+        rows.append(ThroughputRow(c, st, tt, pct_change(tt, st)))
     return rows
 
 
@@ -475,11 +468,10 @@ def speculative_rows(results: StudyResults, verdict: Verdict) -> list[Speculativ
     by_key = {t.key: t for t in results.trials}
     tuned = by_key.get(verdict.tuned or "")
     stock = by_key.get(verdict.stock or "")
-    best: dict[int, Any] = {}
+    best: dict[int, LevelGain] = {}
     for d in verdict.drafters:
         for g in d.per_level:
-            cur = best.get(g.concurrency)
-            if cur is None or (g.verified, g.diff_pct or -1e18) > (cur.verified, cur.diff_pct or -1e18):
+            if better_gain(g, best.get(g.concurrency)):
                 best[g.concurrency] = g
     rows = []
     for c in sorted({lv.concurrency for t in (tuned, stock) if t for lv in t.levels} | set(best)):
@@ -495,11 +487,11 @@ def speculative_rows(results: StudyResults, verdict: Verdict) -> list[Speculativ
                 concurrency=c,
                 stock_tok_s=tok(stock),
                 tuned_tok_s=tok(tuned),
-                tuned_vs_stock_pct=_pct(tok(tuned), tok(stock)),
+                tuned_vs_stock_pct=pct_change(tok(tuned), tok(stock)),
                 spec_trial=g.trial if g else None,
                 spec_method=str((spec.config.get("speculative") or {}).get("method")) if spec else None,
                 spec_tok_s=tok(spec),
-                spec_vs_tuned_pct=_pct(tok(spec), tok(tuned)),
+                spec_vs_tuned_pct=pct_change(tok(spec), tok(tuned)),
                 ci_low=g.ci_low if g else None,
                 ci_high=g.ci_high if g else None,
                 verdict=g.verdict if g else None,
