@@ -1,8 +1,8 @@
 """nova's schema migrations, run as an explicit step (``nova-search db upgrade``), never by a worker.
 
 Optuna's schema comes first: instantiating ``RDBStorage`` creates Optuna's tables and stamps its
-own ``alembic_version`` when they are missing. Then nova's alembic scripts (top-level ``alembic/``)
-run with their own version table, ``nova_alembic_version``, and only ever touch ``nova_`` tables.
+own ``alembic_version`` when they are missing. Then nova's alembic scripts (``db/migrations/``, shipped in
+the package) run with their own version table, ``nova_alembic_version``, and only ever touch ``nova_`` tables.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.exc import SQLAlchemyError
 
-import nova_search
 from nova_search.db._url import mask, open_engine, parse
 from nova_search.db.models import TABLE_PREFIX
 from nova_search.errors import StorageError
@@ -30,8 +29,8 @@ from nova_search.errors import StorageError
 #: nova's alembic version table; Optuna keeps the default ``alembic_version`` for itself
 VERSION_TABLE = "nova_alembic_version"
 
-#: the top-level ``alembic/`` folder of the repository (next to the package)
-ALEMBIC_DIR = Path(nova_search.__file__).resolve().parent.parent / "alembic"
+#: the migrations folder inside the package (``env.py``, ``versions/``): present in every install
+ALEMBIC_DIR = Path(__file__).resolve().parent / "migrations"
 
 
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
