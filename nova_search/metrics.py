@@ -24,7 +24,10 @@ import numpy as np
 
 from nova_search.records import EngineSample, LevelRun, RequestRecord
 
-PERCENTILES = (("mean", None), ("p50", 50.0), ("p90", 90.0), ("p99", 99.0))
+PERCENTILES = (("mean", None), ("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
+#: spread statistics of each latency (numpy: ``std`` is the population standard deviation, as in
+#: ``vllm bench serve``)
+SPREAD = ("std", "min", "max")
 LATENCIES = ("ttft", "tpot", "itl", "e2e")
 #: p99.9 is reported only from this many samples up: below it, it is the maximum in all but name
 P999_MIN_SAMPLES = 1000
@@ -79,23 +82,39 @@ class LevelResult:
     ttft_mean_ms: float | None = None
     ttft_p50_ms: float | None = None
     ttft_p90_ms: float | None = None
+    ttft_p95_ms: float | None = None
     ttft_p99_ms: float | None = None
     ttft_p999_ms: float | None = None
+    ttft_std_ms: float | None = None
+    ttft_min_ms: float | None = None
+    ttft_max_ms: float | None = None
     tpot_mean_ms: float | None = None
     tpot_p50_ms: float | None = None
     tpot_p90_ms: float | None = None
+    tpot_p95_ms: float | None = None
     tpot_p99_ms: float | None = None
     tpot_p999_ms: float | None = None
+    tpot_std_ms: float | None = None
+    tpot_min_ms: float | None = None
+    tpot_max_ms: float | None = None
     itl_mean_ms: float | None = None
     itl_p50_ms: float | None = None
     itl_p90_ms: float | None = None
+    itl_p95_ms: float | None = None
     itl_p99_ms: float | None = None
     itl_p999_ms: float | None = None
+    itl_std_ms: float | None = None
+    itl_min_ms: float | None = None
+    itl_max_ms: float | None = None
     e2e_mean_ms: float | None = None
     e2e_p50_ms: float | None = None
     e2e_p90_ms: float | None = None
+    e2e_p95_ms: float | None = None
     e2e_p99_ms: float | None = None
     e2e_p999_ms: float | None = None
+    e2e_std_ms: float | None = None
+    e2e_min_ms: float | None = None
+    e2e_max_ms: float | None = None
     kv_cache_usage_peak: float | None = None
     kv_cache_usage_mean: float | None = None
     num_running_mean: float | None = None
@@ -126,14 +145,30 @@ METRIC_NAMES: tuple[str, ...] = tuple(
 )
 
 
+#: metrics where lower is better besides the latencies (``*_ms``)
+_LOWER_IS_BETTER = frozenset(
+    {"error_rate", "errors", "duration_s", "preemptions", "num_waiting_mean", "num_waiting_max"}
+)
+
+
+def higher_is_better(metric: str) -> bool:
+    """The natural direction of a LevelResult metric: latencies (``*_ms``), errors, preemptions and
+    queue depth are better low; throughputs, goodput, acceptance and hit rates better high."""
+    return not (metric.endswith("_ms") or metric in _LOWER_IS_BETTER)
+
+
 def _stats(values: list[float], prefix: str) -> dict[str, float | None]:
+    names = [n for n, _ in PERCENTILES] + ["p999", *SPREAD]
     if not values:
-        return {f"{prefix}_{name}_ms": None for name, _ in PERCENTILES} | {f"{prefix}_p999_ms": None}
+        return {f"{prefix}_{name}_ms": None for name in names}
     a = np.asarray(values, dtype=float) * 1000.0
     out: dict[str, float | None] = {}
     for name, q in PERCENTILES:
         out[f"{prefix}_{name}_ms"] = float(a.mean() if q is None else np.percentile(a, q))
     out[f"{prefix}_p999_ms"] = float(np.percentile(a, 99.9)) if a.size >= P999_MIN_SAMPLES else None
+    out[f"{prefix}_std_ms"] = float(a.std())
+    out[f"{prefix}_min_ms"] = float(a.min())
+    out[f"{prefix}_max_ms"] = float(a.max())
     return out
 
 

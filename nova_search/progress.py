@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import time
 
-import optuna
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from nova_search.space import ROLE_ATTR
-from nova_search.trial import A_CONFIG, A_MESSAGE, A_REASON, describe_dict
+from nova_search.results.records import StudyResults
+from nova_search.results.select import best_trials
 
 
 class RichReporter:
@@ -49,38 +48,42 @@ class RichReporter:
         self.console.log(f"trial {number} [{color}]{state}[/] in {took:.0f}s: {detail}")
 
 
-def pareto_table(study: optuna.Study) -> Table | None:
-    best = study.best_trials
+def pareto_table(results: StudyResults) -> Table | None:
+    """The study's best trials (``results.select.best_trials``: the feasible Pareto front, best first)."""
+    best = best_trials(results)
     if not best:
         return None
-    names = study.metric_names or [f"value{i}" for i in range(len(study.directions))]
-    table = Table(title=f"Pareto-optimal trials of {study.study_name}")
+    table = Table(title=f"Pareto-optimal trials of {results.study_name}")
     table.add_column("trial", justify="right")
     table.add_column("role")
-    for n, d in zip(names, study.directions, strict=True):
-        arrow = "↑" if d == optuna.study.StudyDirection.MAXIMIZE else "↓"
-        table.add_column(f"{n} {arrow}", justify="right")
+    for o in results.objectives:
+        table.add_column(f"{o.name} {'↑' if o.maximize else '↓'}", justify="right")
     table.add_column("configuration")
-    for t in sorted(best, key=lambda t: t.number):
+    for t in best:
         table.add_row(
-            str(t.number),
-            str(t.user_attrs.get(ROLE_ATTR, "search")),
-            *(f"{v:.4g}" for v in t.values),
-            describe_dict(t.user_attrs.get(A_CONFIG, {})),
+            t.key,
+            t.role,
+            *(f"{v:.4g}" for v in t.values or ()),
+            (t.config.label() if t.config else "")
+            + (
+                f" [client-bound at {', '.join(map(str, t.client_bound_levels))}]"
+                if t.client_bound_levels
+                else ""
+            ),
         )
     return table
 
 
-def outcome_table(study: optuna.Study) -> Table:
-    table = Table(title="trials")
+def outcome_table(results: StudyResults) -> Table:
+    table = Table(title=f"trials of {results.study_name}")
     for col in ("trial", "state", "values / reason"):
         table.add_column(col)
-    for t in study.get_trials(deepcopy=False):
-        if t.state == optuna.trial.TrialState.COMPLETE:
-            detail = ", ".join(f"{v:.4g}" for v in t.values)
+    for t in results.trials:
+        if t.state == "COMPLETE":
+            detail = ", ".join(f"{v:.4g}" for v in t.values or ())
         else:
-            detail = f"{t.user_attrs.get(A_REASON, '')}: {t.user_attrs.get(A_MESSAGE, '')}"[:160]
-        table.add_row(str(t.number), t.state.name, detail)
+            detail = f"{t.reason or ''}: {t.message or ''}"[:160]
+        table.add_row(t.key, t.state, detail)
     return table
 
 

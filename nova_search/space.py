@@ -16,20 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from nova_search.engine.config import EngineConfig, SpeculativeConfig
+from nova_search.engine.config import SPACE_KNOBS, EngineConfig, SpeculativeConfig
 from nova_search.spec import (
     BoolChoices,
     FloatChoices,
     FloatRange,
     IntChoices,
     IntRange,
-    SpaceSpec,
     StrChoices,
     StudySpec,
 )
-
-#: the one key a baseline trial carries in its user attributes: its role (e.g. "stock")
-ROLE_ATTR = "nova:role"
 
 
 class Suggester(Protocol):
@@ -225,18 +221,10 @@ def stock_config(spec: StudySpec) -> EngineConfig:
     return EngineConfig(**d.model_dump(), tensor_parallel_size=tp if tp > 1 else None)
 
 
+#: the knobs the sampler draws, in the knob table's order
+KNOB_NAMES: tuple[str, ...] = tuple(SPACE_KNOBS)
 #: the limits that interact with drafting: the speculative stage searches them again on top of tuned
-DRAFT_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization")
-_KNOBS = (
-    "kv_cache_dtype",
-    "gpu_memory_utilization",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "enable_prefix_caching",
-    "enable_chunked_prefill",
-    "attention_backend",
-    "max_model_len",
-)
+DRAFT_LIMITS: tuple[str, ...] = tuple(n for n, k in SPACE_KNOBS.items() if k.redrawn_by_drafting)
 
 
 def tuned_config(spec: StudySpec) -> EngineConfig | None:
@@ -259,7 +247,7 @@ def sample(
       limits that interact with drafting (``DRAFT_LIMITS``) searched again where the space has them.
     """
     s = _Sampler(trial)
-    space: SpaceSpec = spec.space
+    space = spec.space
     values: dict[str, Any] = {}
     if stage == "speculative":
         if base is None:
@@ -268,7 +256,7 @@ def sample(
         names: tuple[str, ...] = DRAFT_LIMITS
     else:
         config = stock_config(spec)
-        names = _KNOBS
+        names = KNOB_NAMES
     for name in names:
         v = s.param(name, getattr(space, name))
         if v is not None:

@@ -22,12 +22,15 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
 
+from nova_search.engine.config import SPACE_KNOBS, Knob
 from nova_search.errors import SpecError
 from nova_search.metrics import METRIC_NAMES
+from nova_search.objectives import Condition, make_condition, parse_condition
 
 SPEC_METHODS = ("none", "ngram", "eagle", "eagle3", "dflash", "draft_model", "mtp", "suffix")
 #: Methods that need a separate drafter checkpoint (``space.speculative.drafters[method]``).
@@ -148,18 +151,23 @@ class SpeculativeSpace(_Model):
         return list(self.method.choices) if isinstance(self.method, StrChoices) else [self.method]
 
 
-class SpaceSpec(_Model):
-    """One joint search space. A field left out is not passed to vLLM (its default, or engine.defaults)."""
+#: how a spec writes a knob of each type: fixed, {choices: [...]}, or (numbers) {low:, high:}
+_PARAM_OF: dict[type, Any] = {int: IntParam, float: FloatParam, str: StrParam, bool: BoolParam}
 
-    kv_cache_dtype: StrParam | None = None
-    gpu_memory_utilization: FloatParam | None = None
-    max_num_seqs: IntParam | None = None
-    max_num_batched_tokens: IntParam | None = None
-    enable_prefix_caching: BoolParam | None = None
-    enable_chunked_prefill: BoolParam | None = None
-    attention_backend: StrParam | None = None
-    max_model_len: IntParam | None = None
-    speculative: SpeculativeSpace = Field(default_factory=SpeculativeSpace)
+
+def _knob_field(k: Knob, annotation: Any) -> tuple[Any, Any]:
+    return (annotation | None, Field(default=None, description=k.help))
+
+
+#: One joint search space. A knob left out is not passed to vLLM (its default, or engine.defaults).
+#: Its fields are the knob table's (``engine.config.KNOBS``), each searched or fixed, plus the drafter.
+SpaceSpec = create_model(  # type: ignore[call-overload]
+    "SpaceSpec",
+    __base__=_Model,
+    __doc__="One joint search space: the knob table's knobs (fixed, choices or a range) and the drafter.",
+    **{name: _knob_field(k, _PARAM_OF[k.type]) for name, k in SPACE_KNOBS.items()},
+    speculative=(SpeculativeSpace, Field(default_factory=SpeculativeSpace)),
+)
 
 
 # ---------------------------------------------------------------- model, engine
@@ -174,17 +182,21 @@ class ModelSpec(_Model):
     vocab_size: int | None = Field(default=None, gt=10)
 
 
-class EngineDefaults(_Model):
-    """Knobs the machine needs even for the stock baseline (for example host-memory share on a CPU)."""
+def _fixed_field(k: Knob) -> tuple[Any, Any]:
+    bounds = {b: getattr(k, b) for b in ("gt", "ge", "le") if getattr(k, b) is not None}
+    if k.type is int:
+        bounds = {b: int(v) for b, v in bounds.items()}
+    return (k.type | None, Field(default=None, description=k.help, **bounds))
 
-    kv_cache_dtype: str | None = None
-    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1)
-    max_num_seqs: int | None = Field(default=None, gt=0)
-    max_num_batched_tokens: int | None = Field(default=None, gt=0)
-    enable_prefix_caching: bool | None = None
-    enable_chunked_prefill: bool | None = None
-    attention_backend: str | None = None
-    max_model_len: int | None = Field(default=None, gt=0)
+
+#: Knobs the machine needs even for the stock baseline (for example host-memory share on a CPU), and
+#: the shape of a ``tuned`` configuration: the knob table's knobs, fixed values only.
+EngineDefaults = create_model(  # type: ignore[call-overload]
+    "EngineDefaults",
+    __base__=_Model,
+    __doc__="Fixed knob values (the knob table's knobs): engine.defaults and tuned.",
+    **{name: _fixed_field(k) for name, k in SPACE_KNOBS.items()},
+)
 
 
 class EngineSpec(_Model):
@@ -443,51 +455,42 @@ class ObjectiveSpec(_Model):
         return f"{self.metric}@{self.at}"
 
 
-_CONSTRAINT_RE = re.compile(
-    r"^\s*(?P<metric>[a-z0-9_]+)\s*(?P<op><=|>=)\s*(?P<value>[-+0-9.eE]+)"
-    r"\s*(?:(?:at\s+concurrency|@)\s*(?P<at>\d+|best|every))?\s*$"
-)
-
-
 class ConstraintSpec(_Model):
-    """An SLO. Written ``ttft_p99_ms <= 500 at concurrency 4`` or as a mapping.
+    """An SLO: ``ttft_p99_ms <= 500 at concurrency 4`` (or ``@4``), or the same as a mapping.
 
-    ``at`` is a level of the sweep, or ``every`` (the default): the worst level counts.
-    Stored with ``trial.set_constraint``; Optuna treats a value <= 0 as feasible.
+    The grammar is ``objectives.Condition``'s, the one ``best --where`` reads too: OP ``<=``, ``>=``,
+    ``<`` or ``>``; the level a concurrency of the sweep, ``every`` (the default: the worst level
+    counts) or ``best``. Stored with ``trial.set_constraint``; Optuna treats a value <= 0 as feasible.
     """
 
     metric: str
-    op: Literal["<=", ">="]
+    op: Literal["<=", ">=", "<", ">"]
     value: float
-    at: int | Literal["every"] = "every"
+    at: int | Literal["every", "best"] = "every"
 
     @model_validator(mode="before")
     @classmethod
     def _parse(cls, data: Any) -> Any:
-        if isinstance(data, str):
-            m = _CONSTRAINT_RE.match(data)
-            if not m:
-                raise ValueError(
-                    f"cannot read constraint {data!r}; write it like "
-                    "'ttft_p99_ms <= 500 at concurrency 4' (op <= or >=)"
+        try:
+            if isinstance(data, str):
+                c = parse_condition(data)
+            elif isinstance(data, dict) and {"metric", "op", "value"} <= set(data):
+                c = make_condition(
+                    data["metric"], data["op"], data["value"], data.get("at", "every"), "constraint"
                 )
-            at = m["at"]
-            return {
-                "metric": m["metric"],
-                "op": m["op"],
-                "value": float(m["value"]),
-                "at": "every" if at in (None, "every", "best") else int(at),
-            }
-        return data
+            else:
+                return data
+        except SpecError as e:
+            raise ValueError(str(e)) from None
+        return {"metric": c.metric, "op": c.op, "value": c.value, "at": c.at}
 
-    @field_validator("metric")
-    @classmethod
-    def _metric(cls, v: str) -> str:
-        return _known_metric(v)
+    @property
+    def condition(self) -> Condition:
+        return Condition(self.metric, self.op, self.value, self.at)
 
     @property
     def name(self) -> str:
-        return f"{self.metric}{self.op}{self.value:g}@{self.at}"
+        return self.condition.name
 
 
 def _known_metric(v: str) -> str:
@@ -530,8 +533,39 @@ class SamplerSpec(_Model):
     seed: int | None = 0
 
 
+#: a study name is an Optuna study name and a folder of the artifacts: letters, digits, ``_ . -``, not
+#: starting with ``.`` or ``-``, no ``..``, at most 128 characters
+STUDY_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+
+
+def study_name_problem(name: object) -> str | None:
+    if not isinstance(name, str) or not re.fullmatch(STUDY_NAME_PATTERN, name) or ".." in name:
+        return (
+            f"{name!r} is not a safe study name: use 1-128 letters, digits, '_', '.' or '-', starting "
+            "with a letter or digit, without '..' (it names a folder of the artifacts)"
+        )
+    return None
+
+
+def check_study_name(name: str, what: str = "name") -> str:
+    """``name`` when it is a safe study name; SpecError naming ``what`` otherwise."""
+    problem = study_name_problem(name)
+    if problem:
+        raise SpecError(f"{what}: {problem}")
+    return name
+
+
 class StudySpec(_Model):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        problem = study_name_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
     model: ModelSpec
     engine: EngineSpec = Field(default_factory=EngineSpec)
     space: SpaceSpec = Field(default_factory=SpaceSpec)
@@ -590,7 +624,7 @@ class StudySpec(_Model):
                     f"objectives.{i}.at: {o.at} is not a level of sweep.concurrency {sorted(levels)}"
                 )
         for i, c in enumerate(self.constraints):
-            if c.at != "every" and c.at not in levels:
+            if isinstance(c.at, int) and c.at not in levels:
                 raise ValueError(
                     f"constraints.{i}.at: {c.at} is not a level of sweep.concurrency {sorted(levels)}"
                 )
@@ -635,6 +669,17 @@ def _deepcopy(v: Any) -> Any:
     if isinstance(v, list):
         return [_deepcopy(x) for x in v]
     return v
+
+
+def redacted_spec(spec: StudySpec) -> dict[str, Any]:
+    """The spec as a study stores it: every field, with the storage URL's password masked (workers
+    take the storage URL from ``--storage`` / NOVA_STORAGE, never from a stored spec)."""
+    from nova_search.db import mask
+
+    raw = spec.model_dump(mode="json")
+    if raw.get("storage"):
+        raw["storage"] = mask(raw["storage"])
+    return raw
 
 
 def parse_spec(raw: Any, source: str = "spec") -> StudySpec:

@@ -1,7 +1,7 @@
 """Where a running study stands: trials by state, the workers seen lately, the best so far per
-objective, and an ETA. A pure function of ``api.StudyResults`` (and the current time).
+objective, and an ETA. A pure function of ``results.StudyResults`` (and the current time).
 
-Workers are read from the trials themselves (no registry): each trial stores ``nova:worker`` (host
+Workers are read from the trials themselves (no registry): each trial stores its ``schema.WORKER`` (host
 and GPU group), and Optuna stores when it started and finished. A worker slot is *active* when it
 runs a trial now; it is *seen recently* when it is active or finished a trial within ``recent_s``.
 
@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from nova_search.api import StudyResults, TrialResult
+from nova_search.results.records import StudyResults, TrialResult
+from nova_search.results.select import best_trials, tuned_baseline
 
 STATES = ("COMPLETE", "RUNNING", "WAITING", "PRUNED", "FAIL")
 #: a slot that finished a trial this long ago (seconds) still counts as seen recently
@@ -56,6 +57,8 @@ class StudyStatus:
     mean_trial_s: float | None
     eta_s: float | None
     eta_note: str
+    #: the tuned baseline's key (``results.select.tuned_baseline``)
+    tuned: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -64,9 +67,7 @@ class StudyStatus:
 
 
 def _worker_key(t: TrialResult) -> tuple[str, tuple[int, ...]]:
-    w = t.worker or {}
-    gpus = tuple(int(g) for g in w.get("gpus") or () if isinstance(g, int))
-    return str(w.get("host") or "unknown host"), gpus
+    return (t.worker.host, t.worker.gpus) if t.worker else ("unknown host", ())
 
 
 def study_status(
@@ -89,7 +90,7 @@ def study_status(
         entry = seen.setdefault(key, {"running": None, "last": last, "finished": 0})
         entry["last"] = max(entry["last"], last)
         if running:
-            entry["running"] = t.number if t.stage == "joint" else t.key
+            entry["running"] = t.key
         else:
             entry["finished"] += 1
     workers = tuple(
@@ -103,14 +104,10 @@ def study_status(
     best: list[BestSoFar] = []
     feasible = results.feasible()
     for o in results.objectives:
-        vals = [
-            (t.values[o.index], t.number if t.stage == "joint" else t.key)
-            for t in feasible
-            if t.values is not None and o.index is not None
-        ]
-        if vals:
-            v, n = min(vals, key=lambda x, m=o.maximize: (-x[0] if m else x[0], x[1]))
-            best.append(BestSoFar(o.name, o.direction, v, n))
+        top = best_trials(results, objective=o)
+        if top and top[0].values is not None and o.index is not None:
+            best.append(BestSoFar(o.name, o.direction, top[0].values[o.index], top[0].key))
+    tuned = tuned_baseline(results)
 
     durations = [
         d
@@ -142,6 +139,12 @@ def study_status(
         )
     if not feasible and counts["COMPLETE"]:
         notes.append("no COMPLETE trial meets every constraint yet")
+    for t in results.complete():
+        if t.client_bound_levels:
+            notes.append(
+                f"trial {t.key}: client-bound at concurrency {', '.join(map(str, t.client_bound_levels))} "
+                "(the load generator may have set those figures; see the trial's warnings)"
+            )
     return StudyStatus(
         study_name=results.study_name,
         storage=results.storage,
@@ -154,6 +157,7 @@ def study_status(
         mean_trial_s=mean,
         eta_s=eta,
         eta_note=eta_note,
+        tuned=tuned.key if tuned else None,
         notes=tuple(notes),
     )
 
@@ -188,6 +192,7 @@ def status_lines(st: StudyStatus, now: datetime | None = None) -> list[str]:
             lines.append(f"  {b.objective} ({arrow}): {b.value:.4g} (trial {b.trial_number})")
     else:
         lines.append("best so far: no feasible COMPLETE trial yet")
+    lines.append(f"tuned baseline: trial {st.tuned}" if st.tuned else "tuned baseline: none yet")
     lines.append(f"ETA: {format_duration(st.eta_s)} ({st.eta_note})")
     lines.extend(f"note: {n}" for n in st.notes)
     return lines

@@ -26,40 +26,22 @@ from typing import Any, Protocol
 import optuna
 
 from nova_search import objectives as obj
+from nova_search import schema
 from nova_search.analysis import find_saturation, median_ci
 from nova_search.artifacts import REQUESTS_FILE, append_jsonl, request_rows, upload_files
+from nova_search.db import retrying
 from nova_search.engine.command import build_launch, served_name
 from nova_search.engine.config import EngineConfig
 from nova_search.engine.probe import read_version
 from nova_search.engine.server import Server, free_port, tail
 from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
-from nova_search.loadgen.reference import collect_outputs, outputs_as_dict, reference_prompts
+from nova_search.loadgen.reference import collect_outputs, reference_prompts
 from nova_search.loadgen.runner import LevelPlan, run_level, take
 from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import HEADLINE, LevelResult, RequestSLO, combine_repeats, summarize
-from nova_search.retry import retrying
-from nova_search.space import ROLE_ATTR, Facts, incompatibilities, sample, stock_config, tuned_config
+from nova_search.space import Facts, incompatibilities, sample, stock_config, tuned_config
 from nova_search.spec import StudySpec
-
-# user-attribute keys (the dashboard and the API read these)
-A_CONFIG = "nova:config"
-A_ARGV = "nova:argv"
-A_LEVELS = "nova:levels"
-A_REASON = "nova:reason"
-A_MESSAGE = "nova:message"
-A_LOG_TAIL = "nova:log_tail"
-A_TIMING = "nova:timing"
-A_ENGINE_VERSION = "nova:engine_version"
-A_WORKER = "nova:worker"
-A_SUMMARY = "nova:summary"
-A_LOG_PATH = "nova:server_log"
-A_REPEATS = "nova:repeats"
-A_INTERVALS = "nova:intervals"
-A_SATURATION = "nova:saturation"
-A_WARNINGS = "nova:warnings"
-#: the greedy token ids of the reference prompt set (loadgen.reference), for the equivalence check
-A_REFERENCE = "nova:reference_outputs"
 
 #: share of one core above which the load generator may be what limits the measurement
 CLIENT_CPU_WARN = 0.8
@@ -130,23 +112,10 @@ class TrialContext:
             server.stop()
 
 
-def describe(config: EngineConfig) -> str:
-    return describe_dict(config.as_dict())
-
-
-def describe_dict(config: dict[str, Any]) -> str:
-    """A one-line label of the knobs that are set (from ``EngineConfig.as_dict()``)."""
-    parts = [f"{k}={v}" for k, v in config.items() if v is not None and k != "speculative"]
-    spec = config.get("speculative")
-    if spec:
-        parts.append(f"spec={spec['method']}/k{spec['num_speculative_tokens']}")
-    return " ".join(parts) or "vLLM defaults"
-
-
 def choose_config(
     trial: optuna.Trial, spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None
 ) -> EngineConfig:
-    role = trial.user_attrs.get(ROLE_ATTR)
+    role = schema.ROLE.read(trial.user_attrs)
     if role == "stock":
         return stock_config(spec)
     if role == "reference":
@@ -164,16 +133,21 @@ def choose_config(
 def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     spec = ctx.spec
     started = time.monotonic()
-    config = choose_config(trial, spec, ctx.stage, ctx.base_config)
-    _set(trial, ctx, A_CONFIG, config.as_dict())
-    _set(trial, ctx, A_WORKER, {"host": ctx.worker, "gpus": list(ctx.gpus)})
-    ctx.reporter.trial_started(trial.number, describe(config))
+    # the sampler's suggest calls write to storage: retried through a database restart like every call
+    config = retrying(
+        lambda: choose_config(trial, spec, ctx.stage, ctx.base_config),
+        ctx.storage_retry_s,
+        "sample a trial in",
+    )
+    _set(trial, ctx, schema.CONFIG, config)
+    _set(trial, ctx, schema.WORKER, schema.WorkerTag(ctx.worker, ctx.gpus))
+    ctx.reporter.trial_started(trial.number, config.label())
 
     problems = incompatibilities(config, ctx.facts)
     if problems:
-        _set(trial, ctx, A_REASON, "incompatible")
-        _set(trial, ctx, A_MESSAGE, "; ".join(problems))
-        _set(trial, ctx, A_SUMMARY, _short("incompatible: " + "; ".join(problems)))
+        _set(trial, ctx, schema.REASON, "incompatible")
+        _set(trial, ctx, schema.MESSAGE, "; ".join(problems))
+        _set(trial, ctx, schema.SUMMARY, _short("incompatible: " + "; ".join(problems)))
         ctx.reporter.trial_finished(trial.number, "PRUNED", "; ".join(problems))
         raise optuna.TrialPruned("incompatible: " + "; ".join(problems))
 
@@ -185,11 +159,11 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         api_key=secrets.token_urlsafe(24),
         gpus=ctx.gpus,
     )
-    _set(trial, ctx, A_ARGV, list(plan.argv))
+    _set(trial, ctx, schema.ARGV, plan.argv)
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "server.log"
     requests_path = log_path.with_name(REQUESTS_FILE)
     requests_path.unlink(missing_ok=True)  # a study of the same name run before in this folder
-    _set(trial, ctx, A_LOG_PATH, str(log_path))
+    _set(trial, ctx, schema.SERVER_LOG, str(log_path))
     timing: dict[str, float] = {}
     levels: list[LevelResult] = []
     server = Server(
@@ -201,7 +175,8 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         with server:
             timing["boot_s"] = server.boot_s or 0.0
             version = read_version(server.base_url, server.api_key)
-            _set(trial, ctx, A_ENGINE_VERSION, version)
+            if version is not None:
+                _set(trial, ctx, schema.ENGINE_VERSION, version)
             target = Target(server.base_url, served_name(spec.model), server.api_key)
             # greedy outputs of a fixed prompt set, before the sweep (empty cache, the same for every
             # trial): the verdict checks a speculative configuration against its base with them
@@ -209,7 +184,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
             reference = collect_outputs(
                 target, reference_prompts(spec.workload, spec.model), spec.sweep.request_timeout_s
             )
-            _set(trial, ctx, A_REFERENCE, outputs_as_dict(reference))
+            _set(trial, ctx, schema.REFERENCE, reference)
             levels = _measure(trial, ctx, server, target, timing, plan.argv, version, requests_path)
     except TrialFailure as e:
         if ctx.cancel.is_set():
@@ -222,7 +197,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     finally:
         ctx.servers.discard(server)
         timing["total_s"] = time.monotonic() - started
-        _set(trial, ctx, A_TIMING, timing)
+        _set(trial, ctx, schema.TIMING, timing)
         if ctx.artifact_store is not None:
             upload_files(trial, ctx.artifact_store, [requests_path, log_path])
 
@@ -232,11 +207,11 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         e = TrialFailure("errors", f"objective(s) undefined: {', '.join(missing)}")
         _record_failure(trial, ctx, e.reason, e.message, "")
         raise e
-    for name, value in obj.constraint_values(levels, spec.constraints).items():
+    for name, value in obj.constraint_values(levels, [c.condition for c in spec.constraints]).items():
         retrying(lambda n=name, v=value: trial.set_constraint(n, v), ctx.storage_retry_s, "set_constraint")
     result = [float(v) for v in values if v is not None]
     summary = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(spec.objectives, result, strict=True))
-    _set(trial, ctx, A_SUMMARY, summary)
+    _set(trial, ctx, schema.SUMMARY, summary)
     ctx.reporter.trial_finished(trial.number, "COMPLETE", summary)
     return result
 
@@ -256,7 +231,7 @@ def _measure(
     source = prompt_source(spec.workload, spec.model)
     slos = (RequestSLO(**spec.slo.model_dump()),) if spec.slo else None
     levels: list[LevelResult] = []
-    repeats: dict[str, list[dict[str, Any]]] = {}
+    repeats: dict[int, list[dict[str, Any]]] = {}
     intervals: dict[str, dict[str, Any]] = {}
     warnings: list[str] = []
     measured = 0.0
@@ -298,7 +273,7 @@ def _measure(
         level = combine_repeats(windows)
         levels.append(level)
         if sweep.repeats > 1:
-            repeats[str(c)] = [{m: getattr(w, m) for m in HEADLINE} for w in windows]
+            repeats[c] = [{m: getattr(w, m) for m in HEADLINE} for w in windows]
             intervals[str(c)] = _intervals(windows)
         if (level.client_cpu_share or 0.0) > CLIENT_CPU_WARN:
             warnings.append(
@@ -314,12 +289,12 @@ def _measure(
             engine_version=version,
             gpus=ctx.gpus,
         )
-        _set(trial, ctx, A_LEVELS, [lv.as_dict() for lv in levels])
+        _set(trial, ctx, schema.LEVELS, tuple(levels))
         if repeats:
-            _set(trial, ctx, A_REPEATS, repeats)
-            _set(trial, ctx, A_INTERVALS, intervals)
+            _set(trial, ctx, schema.REPEATS, repeats)
+            _set(trial, ctx, schema.INTERVALS, intervals)
         if warnings:
-            _set(trial, ctx, A_WARNINGS, warnings)
+            _set(trial, ctx, schema.WARNINGS, tuple(warnings))
         timing["measure_s"] = measured
         if level.error_rate > sweep.max_error_rate:
             raise TrialFailure(
@@ -330,7 +305,7 @@ def _measure(
             )
     throughputs = {int(c): [w["output_throughput"] for w in ws] for c, ws in repeats.items()}
     saturation = find_saturation(levels, throughputs or None)
-    _set(trial, ctx, A_SATURATION, saturation.as_dict())
+    _set(trial, ctx, schema.SATURATION, saturation.as_dict())
     return levels
 
 
@@ -345,10 +320,10 @@ def _intervals(windows: list[LevelResult]) -> dict[str, Any]:
 
 
 def _record_failure(trial: optuna.Trial, ctx: TrialContext, reason: str, message: str, log_tail: str) -> None:
-    _set(trial, ctx, A_REASON, reason)
-    _set(trial, ctx, A_MESSAGE, message)
-    _set(trial, ctx, A_LOG_TAIL, log_tail[-4000:])
-    _set(trial, ctx, A_SUMMARY, _short(f"{reason}: {message}"))
+    _set(trial, ctx, schema.REASON, reason)
+    _set(trial, ctx, schema.MESSAGE, message)
+    _set(trial, ctx, schema.LOG_TAIL, log_tail[-4000:])
+    _set(trial, ctx, schema.SUMMARY, _short(f"{reason}: {message}"))
     ctx.reporter.trial_finished(trial.number, "FAIL", f"{reason}: {message}")
 
 
@@ -358,6 +333,6 @@ def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _set(trial: optuna.Trial, ctx: TrialContext, key: str, value: Any) -> None:
+def _set(trial: optuna.Trial, ctx: TrialContext, attr: schema.Attr[Any], value: Any) -> None:
     """A user attribute, written through a database restart (retried for ctx.storage_retry_s)."""
-    retrying(lambda: trial.set_user_attr(key, value), ctx.storage_retry_s, f"writing {key}")
+    retrying(lambda: attr.write(trial, value), ctx.storage_retry_s, f"write {attr.key} of a trial in")

@@ -4,15 +4,13 @@ the tiny local model, PostgreSQL on 127.0.0.1. A missing dependency fails loudly
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support import REPO  # noqa: F401 - the repository root, for tests that ask conftest
 from tests.support.standin import StandinOptions, StandinServer
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
@@ -31,42 +29,6 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from nova_search.tinymodel import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
-
-
-def vllm_processes() -> set[str]:
-    """Live (non-zombie) vLLM processes on this machine, API servers and engine cores, as
-    "PID ARGS" lines. Compare the set before and after a test to find what it left behind."""
-    out = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
-    found = set()
-    for line in out.splitlines():
-        pid, stat, args = (line.split(None, 2) + ["", ""])[:3]
-        if ("vllm.entrypoints" in args or "VLLM::" in args) and not stat.startswith("Z"):
-            found.add(f"{pid} {args}")
-    return found
-
-
-def tiny_spec(model: Path, **changes: object) -> dict:
-    """studies/tiny-cpu.yaml pointed at ``model``, smaller and faster, with top-level changes."""
-    import yaml
-
-    raw = yaml.safe_load((REPO / "studies" / "tiny-cpu.yaml").read_text())
-    raw["model"]["path"] = str(model)
-    raw["space"]["speculative"]["drafters"]["draft_model"] = str(model)
-    raw["sweep"] = {
-        "concurrency": [1, 2],
-        "warmup_requests": 1,
-        "requests": 6,
-        "request_timeout_s": 120,
-        "client_cpus": [1],
-    }
-    raw["workload"] = {"input_len": 64, "output_len": 24, "seed": 0}
-    raw["objectives"] = [
-        {"metric": "output_throughput", "direction": "maximize", "at": "best"},
-        {"metric": "ttft_p99_ms", "direction": "minimize", "at": 2},
-    ]
-    raw["constraints"] = ["ttft_p99_ms <= 60000 at concurrency 2"]
-    raw.update(changes)
-    return raw
 
 
 @pytest.fixture
@@ -95,3 +57,20 @@ def shared_vllm(engine_python: str, tiny_model: Path, tmp_path_factory: pytest.T
     log = tmp_path_factory.mktemp("shared-vllm") / "server.log"
     with pinned_tiny_vllm(engine_python, tiny_model, log) as server:
         yield server
+
+
+#: the storage backends every storage test runs on, one body each (as optuna's own storage tests do)
+STORAGE_MODES = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
+
+
+@pytest.fixture(params=STORAGE_MODES)
+def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty storage of each backend: a SQLite file, or a fresh database on the PostgreSQL server
+    (NOVA_TEST_PG; unreachable fails, never skips), dropped afterwards."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'study.db'}"
+        return
+    from tests.support.pg import fresh_database
+
+    with fresh_database() as url:
+        yield url

@@ -9,7 +9,10 @@ Pure functions over small frozen records; no storage, no HTTP. The input is one 
   its confidence interval excludes zero (so a level needs >= 3 windows on both sides, ``sweep.repeats``);
 - per drafter method: the best candidate at each level, the concurrency range in which it is verified
   better, the latency tradeoffs (mean and p99 of TTFT, TPOT, ITL and E2E: which improve, which
-  regress), and ``accepted`` or ``rejected`` ("never clears the bar", kept with its data). A candidate
+  regress), and its status: ``accepted`` (verified better somewhere), ``rejected`` (enough windows
+  on both sides, >= ``MIN_SAMPLES`` at every level judged, and never verified better: it does not pay,
+  kept with its data; a verified loss is named) or ``not_enough_evidence`` (never verified better,
+  but some level had fewer windows than a verdict needs: the reason says how many). A candidate
   whose greedy output diverged from its base (``equivalent`` False) is ``flagged`` and kept out;
 - the **policy**: ordered, non-overlapping concurrency ranges from 1 up, each with the configuration
   to deploy. Speculation is deployed only on the levels where it was verified better, and on the
@@ -25,10 +28,11 @@ Pure functions over small frozen records; no storage, no HTTP. The input is one 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from nova_search.analysis.noise import MIN_SAMPLES, compare
+from nova_search.engine.config import EngineConfig
 
 #: latency metrics whose movement the verdict states (mean and p99: the reference study's tradeoffs)
 TRADEOFF_METRICS = (
@@ -44,7 +48,15 @@ TRADEOFF_METRICS = (
 #: a change smaller than this (in %) is called "unchanged" in the tradeoffs
 FLAT_PCT = 2.0
 
-Status = Literal["accepted", "rejected", "flagged"]
+Status = Literal["accepted", "rejected", "not_enough_evidence", "flagged"]
+
+#: how each status reads in tables and notes
+STATUS_TEXT = {
+    "accepted": "accepted",
+    "rejected": "rejected",
+    "not_enough_evidence": "not enough evidence",
+    "flagged": "flagged",
+}
 
 
 @dataclass(frozen=True)
@@ -55,7 +67,7 @@ class Profile:
     study: str
     number: int
     role: str
-    config: Mapping[str, Any]
+    config: EngineConfig
     argv: tuple[str, ...]
     #: per level: metric -> the level's value (the median over windows)
     levels: Mapping[int, Mapping[str, float | None]]
@@ -67,14 +79,11 @@ class Profile:
 
     @property
     def method(self) -> str:
-        spec = self.config.get("speculative") or {}
-        return str(spec.get("method") or "none")
+        return self.config.speculative.method if self.config.speculative else "none"
 
     @property
     def k(self) -> int | None:
-        spec = self.config.get("speculative") or {}
-        v = spec.get("num_speculative_tokens")
-        return int(v) if v is not None else None
+        return self.config.speculative.num_speculative_tokens if self.config.speculative else None
 
     def samples(self, level: int, metric: str) -> list[float]:
         """The window samples of a metric at a level; the level's single value when there is one window."""
@@ -259,16 +268,26 @@ def drafter_verdict(
         )
         return DrafterVerdict(method, "accepted", keys, tuple(per_level), rng, trade, reason)
     few = [g for g in per_level if min(g.n_tuned, g.n_candidate) < MIN_SAMPLES]
+    losses = [g for g in per_level if g.verdict == "verified_loss"]
+    span = ", ".join(f"{g.concurrency}: {g.diff_pct:+.1f} %" for g in per_level if g.diff_pct is not None)
     if not per_level:
-        why = "no level measured by both it and tuned"
-    elif few:
+        why = "not enough evidence: no level measured by both it and tuned"
+        return DrafterVerdict(method, "not_enough_evidence", keys, (), None, trade, why + extra)
+    if few:
+        n = min(min(g.n_tuned, g.n_candidate) for g in few)
         why = (
-            f"never verified: too few windows to decide (n < {MIN_SAMPLES} at "
-            f"{', '.join(str(g.concurrency) for g in few)}; set sweep.repeats >= {MIN_SAMPLES})"
+            f"not enough evidence (n={n} at {', '.join(str(g.concurrency) for g in few)}): a verdict needs "
+            f">= {MIN_SAMPLES} windows per level on both sides (sweep.repeats >= {MIN_SAMPLES})"
+            + (f"; measured so far {span}" if span else "")
+        )
+        return DrafterVerdict(method, "not_enough_evidence", keys, tuple(per_level), None, trade, why + extra)
+    if losses:
+        why = (
+            f"rejected: verified loss against tuned at {', '.join(str(g.concurrency) for g in losses)} "
+            f"and no verified gain anywhere ({span})"
         )
     else:
-        span = ", ".join(f"{g.concurrency}: {g.diff_pct:+.1f} %" for g in per_level if g.diff_pct is not None)
-        why = f"never verified better than tuned at any concurrency ({span})"
+        why = f"rejected: never verified better than tuned at any concurrency ({span})"
     return DrafterVerdict(method, "rejected", keys, tuple(per_level), None, trade, why + extra)
 
 
@@ -338,13 +357,15 @@ def build_policy(
     return tuple(out)
 
 
-def _without_k(config: Mapping[str, Any]) -> dict[str, Any]:
-    d = dict(config)
-    spec = dict(d.get("speculative") or {})
-    spec.pop("num_speculative_tokens", None)
-    spec.pop("num_speculative_tokens_per_batch_size", None)
-    d["speculative"] = spec
-    return d
+def _without_k(config: EngineConfig) -> EngineConfig:
+    """The configuration with its drafter's k (and schedule) left out: what configurations that
+    differ only in k have in common."""
+    spec = config.speculative
+    if spec is None:
+        return config
+    return config.with_values(
+        speculative=replace(spec, num_speculative_tokens=0, num_speculative_tokens_per_batch_size=None)
+    )
 
 
 def dynamic_schedule(
@@ -356,24 +377,21 @@ def dynamic_schedule(
     spec = [r for r in policy if r.choice == "speculative"]
     if not spec:
         return None, "no speculative range: no schedule"
-    bases = {repr(sorted(_without_k(profiles[r.trial].config).items())) for r in spec}
+    bases = {_without_k(profiles[r.trial].config) for r in spec}
     if len(bases) > 1:
         return None, "the speculative ranges differ in more than num_speculative_tokens: deploy per range"
     if len({r.num_speculative_tokens for r in spec}) == 1 and len(spec) == len(policy):
         return None, "one k everywhere: the static configuration is the schedule"
-    base = _without_k(profiles[spec[0].trial].config)
-    base_plain = {k: v for k, v in base.items() if k != "speculative"}
-    tuned_plain = {}
-    for r in policy:
-        if r.choice == "tuned":
-            tuned_plain = {k: v for k, v in profiles[r.trial].config.items() if k != "speculative"}
-            break
-    if any(r.choice == "tuned" for r in policy) and tuned_plain != base_plain:
+    base_plain = profiles[spec[0].trial].config.with_values(speculative=None)
+    tuned_plain = next(
+        (profiles[r.trial].config.with_values(speculative=None) for r in policy if r.choice == "tuned"), None
+    )
+    if tuned_plain is not None and tuned_plain != base_plain:
         return None, (
             "tuned differs from the speculative configurations in more than drafting (e.g. batch "
             "limits): deploy per range"
         )
-    last = max((int(profiles[r.trial].config.get("max_num_seqs") or 0) for r in spec), default=0)
+    last = max((profiles[r.trial].config.max_num_seqs or 0 for r in spec), default=0)
     rows = []
     for r in policy:
         hi = r.max_concurrency if r.max_concurrency is not None else max(last, r.min_concurrency, 1024)
@@ -384,38 +402,21 @@ def dynamic_schedule(
     )
 
 
-def choose_tuned(profiles: Sequence[Profile], metric: str, higher_is_better: bool) -> Profile | None:
-    """The best non-speculative, non-stock profile by ``metric`` at its best level (the stock one
-    when it is the only non-speculative one); None without a non-speculative profile."""
-    plain = [p for p in profiles if p.method == "none"]
-    pool = [p for p in plain if p.role != "stock"] or plain
-
-    def best_value(p: Profile) -> float:
-        vals = [v.get(metric) for v in p.levels.values() if v.get(metric) is not None]
-        if not vals:
-            return float("-inf")
-        return max(vals) if higher_is_better else -min(vals)  # type: ignore[type-var,operator]
-
-    return max(pool, key=best_value) if pool else None
-
-
 def build_verdict(
     profiles: Sequence[Profile],
     *,
     metric: str,
     higher_is_better: bool,
     levels: Sequence[int],
-    tuned: str | None = None,
+    tuned: str | None,
     confidence: float = 0.95,
 ) -> Verdict:
-    """The verdict over a study's COMPLETE trials (``profiles``). ``tuned`` is the key of the tuned
-    baseline; left out, ``choose_tuned`` picks it."""
+    """The verdict over a study's feasible COMPLETE trials (``profiles``) against the tuned baseline,
+    the profile keyed ``tuned`` (chosen by ``results.select.tuned_baseline``, the one definition)."""
     by_key = {p.key: p for p in profiles}
     stock = next((p for p in profiles if p.role == "stock"), None)
     notes: list[str] = []
     tuned_p = by_key.get(tuned) if tuned else None
-    if tuned_p is None:
-        tuned_p = choose_tuned(profiles, metric, higher_is_better)
     if tuned_p is None:
         return Verdict(
             metric,
@@ -458,7 +459,14 @@ def build_verdict(
     if not drafters:
         notes.append("no speculative trial completed: the policy is the tuned configuration")
     elif not any(d.status == "accepted" for d in drafters):
-        notes.append("no drafter clears the bar on this workload: speculative decoding does not pay here")
+        unsure = [d.method for d in drafters if d.status == "not_enough_evidence"]
+        if unsure:
+            notes.append(
+                f"not enough evidence to judge {', '.join(unsure)}: measure again with sweep.repeats >= "
+                f"{MIN_SAMPLES}; until then the policy is the tuned configuration"
+            )
+        else:
+            notes.append("no drafter clears the bar on this workload: speculative decoding does not pay here")
     policy = build_policy(tuned_p, drafters, by_key, levels)
     schedule, schedule_note = dynamic_schedule(policy, by_key)
     return Verdict(

@@ -1,21 +1,48 @@
-"""nova's own tables (``nova_*``) next to Optuna's: models, migrations, the per-level store, SQL.
+"""db/ owns storage: opening it, the dialects, locking, retries, errors, and nova's own tables.
 
-upgrade(url) / downgrade(url, rev) / current(url)   alembic, nova_alembic_version
-LevelStore(url).record(...) / .rows(study)          idempotent per-level rows, retried writes
-BEST_AT_CONCURRENCY_SQL                             plain SQL joining Optuna's trials
+open_storage(url[, read_only])           the one place an Optuna RDBStorage is built (storage)
+mask(url) / parse_url(url) / is_sqlite   URLs, safe to print (_url)
+storage_errors(url, doing)               the one wrapper: any failure -> StorageError, masked (errors)
+retrying(fn, window_s, doing)            transient errors retried with backoff (retry)
+StorageLock(engine, name)                a lock across workers; count_toward_budget (budget)
+upgrade / downgrade / current            Optuna's schema, then nova's tables (migrate)
+LevelStore(url).record / .rows           idempotent per-level rows (store)
+BEST_AT_CONCURRENCY_SQL                  plain SQL joining Optuna's trials (queries)
 """
 
+from nova_search.db._url import is_sqlite, mask, open_engine, sqlite_path
+from nova_search.db._url import parse as parse_url
+from nova_search.db.budget import StorageLock, count_toward_budget
+from nova_search.db.errors import TRANSIENT, storage_error, storage_errors
 from nova_search.db.migrate import current, downgrade, upgrade
 from nova_search.db.models import Base, LevelResultRow
 from nova_search.db.queries import BEST_AT_CONCURRENCY_SQL
+from nova_search.db.retry import retrying, storage_retry_s
+from nova_search.db.storage import heartbeat_settings, open_storage, rdb_storage, study_names
 from nova_search.db.store import LevelStore
 
 __all__ = [
     "BEST_AT_CONCURRENCY_SQL",
+    "TRANSIENT",
     "Base",
     "LevelResultRow",
     "LevelStore",
+    "StorageLock",
+    "count_toward_budget",
     "current",
     "downgrade",
+    "heartbeat_settings",
+    "is_sqlite",
+    "mask",
+    "open_engine",
+    "open_storage",
+    "parse_url",
+    "rdb_storage",
+    "retrying",
+    "sqlite_path",
+    "storage_error",
+    "storage_errors",
+    "storage_retry_s",
+    "study_names",
     "upgrade",
 ]

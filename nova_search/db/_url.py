@@ -25,7 +25,7 @@ def mask(url: str) -> str:
 
 def engine_kwargs(url: URL) -> dict[str, Any]:
     """``pool_pre_ping`` on database servers (Optuna only sets it for MySQL); a 60 s lock wait on SQLite."""
-    if url.get_backend_name() == "sqlite":
+    if is_sqlite(url):
         return {"connect_args": {"timeout": 60}}
     return {"pool_pre_ping": True}
 
@@ -40,8 +40,16 @@ def parse(url: str) -> URL:
         ) from None
 
 
-def is_sqlite(url: str) -> bool:
-    return parse(url).get_backend_name() == "sqlite"
+def is_sqlite(url: str | URL) -> bool:
+    return (url if isinstance(url, URL) else parse(url)).get_backend_name() == "sqlite"
+
+
+def sqlite_path(url: str | URL) -> str | None:
+    """The database file of a SQLite URL; None for another dialect or an in-memory database."""
+    parsed = url if isinstance(url, URL) else parse(url)
+    if not is_sqlite(parsed) or parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database
 
 
 def open_engine(url: str, **kwargs: Any) -> Engine:

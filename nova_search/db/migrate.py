@@ -8,23 +8,19 @@ the package) run with their own version table, ``nova_alembic_version``, and onl
 from __future__ import annotations
 
 import logging
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import alembic.command
-import optuna
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from alembic.util import CommandError
-from sqlalchemy.exc import SQLAlchemyError
 
-from nova_search.db._url import mask, open_engine, parse
+from nova_search.db._url import open_engine, parse
+from nova_search.db.budget import StorageLock
+from nova_search.db.errors import storage_errors
 from nova_search.db.models import TABLE_PREFIX
-from nova_search.errors import StorageError
+from nova_search.db.storage import open_storage
 
 #: nova's alembic version table; Optuna keeps the default ``alembic_version`` for itself
 VERSION_TABLE = "nova_alembic_version"
@@ -59,17 +55,23 @@ def head_revision() -> str | None:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    """Create or update Optuna's schema, then nova's tables up to ``revision``."""
+    """Create or update Optuna's schema, then nova's tables up to ``revision``. Serialised across
+    processes (``StorageLock``): two first runs on one empty database do not race to create tables."""
     parse(url)
-    _ensure_optuna_schema(url)
-    with _storage_errors(url, f"upgrade nova's tables to {revision!r} in"):
-        alembic.command.upgrade(alembic_config(url), revision)
+    engine = open_engine(url)
+    try:
+        with storage_errors(url, "lock the schema of"), StorageLock(engine, "nova-search#schema"):
+            _ensure_optuna_schema(url)
+            with storage_errors(url, f"upgrade nova's tables to {revision!r} in"):
+                alembic.command.upgrade(alembic_config(url), revision)
+    finally:
+        engine.dispose()
 
 
 def downgrade(url: str, revision: str) -> None:
     """Take nova's tables down to ``revision`` (``base`` drops them all); Optuna's stay."""
     parse(url)
-    with _storage_errors(url, f"downgrade nova's tables to {revision!r} in"):
+    with storage_errors(url, f"downgrade nova's tables to {revision!r} in"):
         alembic.command.downgrade(alembic_config(url), revision)
 
 
@@ -77,7 +79,7 @@ def current(url: str) -> str | None:
     """The revision nova's tables are at, or None when they were never created."""
     engine = open_engine(url)
     try:
-        with _storage_errors(url, "read nova's schema revision from"), engine.connect() as conn:
+        with storage_errors(url, "read nova's schema revision from"), engine.connect() as conn:
             ctx = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
             return ctx.get_current_revision()
     finally:
@@ -89,32 +91,6 @@ def _ensure_optuna_schema(url: str) -> None:
     level = optuna_logger.level
     optuna_logger.setLevel(logging.WARNING)
     try:
-        with warnings.catch_warnings(), _storage_errors(url, "create Optuna's tables in"):
-            warnings.simplefilter("ignore")
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=_optuna_engine_kwargs(url))
-            storage.engine.dispose()
+        open_storage(url).engine.dispose()
     finally:
         optuna_logger.setLevel(level)
-
-
-def _optuna_engine_kwargs(url: str) -> dict[str, Any]:
-    if parse(url).get_backend_name() == "sqlite":
-        return {"connect_args": {"timeout": 60}}
-    return {"pool_pre_ping": True}
-
-
-@contextmanager
-def _storage_errors(url: str, doing: str) -> Iterator[None]:
-    """Turn driver and alembic errors into StorageError: masked URL, no driver message."""
-    try:
-        yield
-    except CommandError as e:
-        # alembic's own messages name revisions, never the URL
-        raise StorageError(f"cannot {doing} {mask(url)}: {e}") from None
-    except (SQLAlchemyError, ImportError, ValueError, TypeError) as e:
-        raise StorageError(
-            f"cannot {doing} {mask(url)}: {type(e).__name__} (is the server up, the URL right?)"
-        ) from None
-    except RuntimeError as e:
-        # Optuna's schema-compatibility check: its message names versions, not the URL
-        raise StorageError(f"cannot {doing} {mask(url)}: {e}") from None

@@ -8,10 +8,8 @@ the URL masked and without the driver's message.
 
 from __future__ import annotations
 
-import logging
 import math
 import numbers
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -19,15 +17,15 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, Engine, inspect, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from nova_search.db._url import mask, open_engine
+from nova_search.db.errors import storage_error
 from nova_search.db.migrate import VERSION_TABLE, head_revision
 from nova_search.db.models import METRIC_COLUMNS, LevelResultRow
+from nova_search.db.retry import retrying
 from nova_search.errors import StorageError
 from nova_search.metrics import LevelResult
-
-log = logging.getLogger("nova_search")
 
 T = TypeVar("T")
 
@@ -35,8 +33,6 @@ TABLE = LevelResultRow.__table__
 KEY = ("trial_id", "concurrency")
 #: columns an upsert leaves alone: the identity and the first-write time
 _KEEP_ON_UPDATE = frozenset({"id", *KEY, "created_at"})
-
-_TRANSIENT = (OperationalError, InterfaceError)
 
 
 class LevelStore:
@@ -128,10 +124,12 @@ class LevelStore:
 
     # --- reads ---
 
-    def rows(self, study_name: str) -> list[dict[str, Any]]:
-        """Every row of the study, ordered by trial number then concurrency."""
+    def rows(self, study_name: str, columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Every row of the study, ordered by trial number then concurrency: all columns, or only
+        ``columns`` (a reader of an older schema revision asks for what every revision has)."""
+        chosen = [TABLE.c[c] for c in columns] if columns else [TABLE]
         stmt = (
-            select(TABLE)
+            select(*chosen)
             .where(TABLE.c.study_name == study_name)
             .order_by(TABLE.c.trial_number, TABLE.c.concurrency)
         )
@@ -150,36 +148,16 @@ class LevelStore:
         )
 
     def _retrying(self, doing: str, fn: Callable[[], T]) -> T:
-        """Run ``fn``, retrying transient connection errors with backoff inside the window."""
-        deadline = time.monotonic() + self.retry_window_s
-        delay = 0.25
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return fn()
-            except _TRANSIENT as e:
-                if _is_missing_table(e):
-                    raise self._missing() from None
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise StorageError(
-                        f"cannot {doing} {self._masked} after {attempt} attempts over "
-                        f"{self.retry_window_s:g} s: {type(e).__name__}"
-                    ) from None
-                log.warning(
-                    "storage %s: %s on attempt %d; retrying in %.2f s",
-                    self._masked,
-                    type(e).__name__,
-                    attempt,
-                    min(delay, remaining),
-                )
-                time.sleep(min(delay, remaining))
-                delay = min(delay * 2, 5.0)
-            except SQLAlchemyError as e:
-                if _is_missing_table(e):
-                    raise self._missing() from None
-                raise StorageError(f"cannot {doing} {self._masked}: {type(e).__name__}") from None
+        """Run ``fn``, retrying transient connection errors with backoff inside the window; a missing
+        table is final (run ``db upgrade``), any other failure leaves as StorageError."""
+
+        def fatal(e: BaseException) -> StorageError | None:
+            return self._missing() if _is_missing_table(e) else None
+
+        try:
+            return retrying(fn, self.retry_window_s, doing, url=self.url, fatal=fatal)
+        except SQLAlchemyError as e:
+            raise fatal(e) or storage_error(self.url, doing, e) from None
 
 
 def _current_revision(conn: Connection) -> str | None:

@@ -1,7 +1,8 @@
 """EngineConfig -> the argv of a vLLM OpenAI server. argv lists only, never a shell string.
 
-The config->flag mapping is one data table (``FLAGS``): flags differ between vLLM versions, and this is
-the one place to change them. Booleans become ``--x`` / ``--no-x``; the speculative config is JSON.
+The config->flag mapping is the knob table (``engine.config.KNOBS``): flags differ between vLLM
+versions, and that is the one place to change them. Booleans become ``--x`` / ``--no-x``; the
+speculative config is JSON.
 """
 
 from __future__ import annotations
@@ -10,23 +11,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from nova_search.engine.config import EngineConfig
+from nova_search.engine.config import KNOBS, EngineConfig
 from nova_search.errors import EngineError
 from nova_search.spec import EngineSpec, ModelSpec
 
-#: EngineConfig field -> (flag, kind). kind: "value" passes str(value); "bool" passes --x / --no-x.
-FLAGS: dict[str, tuple[str, str]] = {
-    "kv_cache_dtype": ("--kv-cache-dtype", "value"),
-    "gpu_memory_utilization": ("--gpu-memory-utilization", "value"),
-    "max_num_seqs": ("--max-num-seqs", "value"),
-    "max_num_batched_tokens": ("--max-num-batched-tokens", "value"),
-    "enable_prefix_caching": ("--enable-prefix-caching", "bool"),
-    "enable_chunked_prefill": ("--enable-chunked-prefill", "bool"),
-    "attention_backend": ("--attention-backend", "value"),
-    "max_model_len": ("--max-model-len", "value"),
-    "tensor_parallel_size": ("--tensor-parallel-size", "value"),
-    "speculative": ("--speculative-config", "json"),
-}
+#: EngineConfig field -> (flag, kind), in argv order (derived from the knob table)
+FLAGS: dict[str, tuple[str, str]] = {k.name: (k.flag, k.kind) for k in KNOBS}
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 

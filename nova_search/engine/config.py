@@ -1,9 +1,49 @@
-"""EngineConfig: every vLLM knob nova-search sets, searched or fixed. None means "not passed"."""
+"""EngineConfig: every vLLM knob nova-search sets, searched or fixed, declared once. None means "not passed".
+
+Each field of ``EngineConfig`` *is* the knob's declaration: its type, its vLLM flag, how it is written
+on the command line, its bounds, whether a spec may search it, and whether the speculative stage
+searches it again on top of the tuned stack. Everything else derives from ``KNOBS``, read off those
+fields:
+
+- the spec's ``space`` and ``engine.defaults`` / ``tuned`` fields (``spec``),
+- the sampler's order of parameters (``space.sample``),
+- the argv (``engine.command.config_args``),
+- the decoding of a stored configuration (``EngineConfig.from_dict``).
+
+A new vLLM knob is one new field here (and, where vLLM refuses a combination, a rule in ``space``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+import math
+from dataclasses import Field, asdict, dataclass, field, fields, replace
+from typing import Any, Literal, get_args, get_type_hints
+
+KnobKind = Literal["value", "bool", "json"]
+
+
+def _knob(
+    flag: str,
+    help: str,
+    *,
+    kind: KnobKind = "value",
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+    in_space: bool = True,
+    redrawn_by_drafting: bool = False,
+) -> Any:
+    meta = {
+        "flag": flag,
+        "help": help,
+        "kind": kind,
+        "gt": gt,
+        "ge": ge,
+        "le": le,
+        "in_space": in_space,
+        "redrawn_by_drafting": redrawn_by_drafting,
+    }
+    return field(default=None, metadata={"knob": meta})
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,19 +65,52 @@ class SpeculativeConfig:
             ]
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SpeculativeConfig:
+        known = {f.name for f in fields(cls)}
+        sd = {k: v for k, v in d.items() if k in known}
+        sched = sd.get("num_speculative_tokens_per_batch_size")
+        if sched is not None:
+            sd["num_speculative_tokens_per_batch_size"] = tuple(tuple(x) for x in sched)
+        return cls(**sd)
+
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    kv_cache_dtype: str | None = None
-    gpu_memory_utilization: float | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    enable_prefix_caching: bool | None = None
-    enable_chunked_prefill: bool | None = None
-    attention_backend: str | None = None
-    max_model_len: int | None = None
-    tensor_parallel_size: int | None = None
-    speculative: SpeculativeConfig | None = None
+    """One server configuration. Field order is the sampler's order and the argv's order."""
+
+    kv_cache_dtype: str | None = _knob("--kv-cache-dtype", "KV-cache precision: auto, fp8, fp8_e4m3, ...")
+    gpu_memory_utilization: float | None = _knob(
+        "--gpu-memory-utilization",
+        "share of the device memory the engine may take (on the CPU build: of host memory)",
+        gt=0.0,
+        le=1.0,
+        redrawn_by_drafting=True,
+    )
+    max_num_seqs: int | None = _knob(
+        "--max-num-seqs", "most sequences in one batch", ge=1, le=65536, redrawn_by_drafting=True
+    )
+    max_num_batched_tokens: int | None = _knob(
+        "--max-num-batched-tokens",
+        "most tokens in one scheduler step (also vLLM's compile range)",
+        ge=1,
+        le=2**22,
+        redrawn_by_drafting=True,
+    )
+    enable_prefix_caching: bool | None = _knob(
+        "--enable-prefix-caching", "reuse the KV cache of shared prompt prefixes", kind="bool"
+    )
+    enable_chunked_prefill: bool | None = _knob(
+        "--enable-chunked-prefill", "split long prefills across steps", kind="bool"
+    )
+    attention_backend: str | None = _knob("--attention-backend", "FLASH_ATTN, FLASHINFER, TRITON_ATTN, ...")
+    max_model_len: int | None = _knob("--max-model-len", "context length (prompt + output)", ge=16, le=2**24)
+    tensor_parallel_size: int | None = _knob(
+        "--tensor-parallel-size", "GPUs one server shards the model over", ge=1, le=64, in_space=False
+    )
+    speculative: SpeculativeConfig | None = _knob(
+        "--speculative-config", "the drafter (space.speculative)", kind="json", in_space=False
+    )
 
     def with_values(self, **changes: Any) -> EngineConfig:
         return replace(self, **changes)
@@ -50,14 +123,85 @@ class EngineConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EngineConfig:
         """The inverse of ``as_dict`` (unknown keys are ignored: a newer worker's record)."""
-        known = {f for f in cls.__dataclass_fields__}
+        known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known and k != "speculative"}
         spec = d.get("speculative")
         if spec:
-            fields = SpeculativeConfig.__dataclass_fields__
-            sd = {k: v for k, v in spec.items() if k in fields}
-            sched = sd.get("num_speculative_tokens_per_batch_size")
-            if sched is not None:
-                sd["num_speculative_tokens_per_batch_size"] = tuple(tuple(x) for x in sched)
-            values["speculative"] = SpeculativeConfig(**sd)
+            values["speculative"] = SpeculativeConfig.from_dict(spec)
         return cls(**values)
+
+    def label(self) -> str:
+        """A one-line label of the knobs that are set (``vLLM defaults`` when none is)."""
+        parts = [f"{k}={v}" for k, v in self.as_dict().items() if v is not None and k != "speculative"]
+        if self.speculative:
+            parts.append(f"spec={self.speculative.method}/k{self.speculative.num_speculative_tokens}")
+        return " ".join(parts) or "vLLM defaults"
+
+    @property
+    def gpus(self) -> int:
+        """GPUs one server of this configuration needs."""
+        return self.tensor_parallel_size or 1
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One vLLM knob, as declared on ``EngineConfig``."""
+
+    name: str
+    #: bool, int, float or str: how a spec writes it and how it is sampled (categorical for bool/str)
+    type: type
+    flag: str
+    help: str
+    #: "value": ``--flag VALUE``; "bool": ``--flag`` / ``--no-flag``; "json": ``--flag '{...}'``
+    kind: KnobKind
+    gt: float | None
+    ge: float | None
+    le: float | None
+    #: a spec may search it (``space``) or fix it (``engine.defaults``, ``tuned``)
+    in_space: bool
+    #: the speculative stage searches it again on top of the tuned stack (it interacts with drafting)
+    redrawn_by_drafting: bool
+
+    def check(self, value: Any) -> str | None:
+        """Why ``value`` is out of this knob's bounds (None when it is in), for a number."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{self.name} must be a finite number (got {value!r})"
+        for bound, ok, word in (
+            (self.gt, lambda b: value > b, ">"),
+            (self.ge, lambda b: value >= b, ">="),
+            (self.le, lambda b: value <= b, "<="),
+        ):
+            if bound is not None and not ok(bound):
+                return f"{self.name} must be {word} {bound:g} (got {value!r})"
+        return None
+
+    @property
+    def bounds(self) -> str:
+        parts = [
+            f"> {self.gt:g}" if self.gt is not None else "",
+            f">= {self.ge:g}" if self.ge is not None else "",
+        ]
+        parts.append(f"<= {self.le:g}" if self.le is not None else "")
+        return ", ".join(p for p in parts if p)
+
+
+def _knobs() -> tuple[Knob, ...]:
+    hints = get_type_hints(EngineConfig)
+    out = []
+    for f in fields(EngineConfig):
+        meta = _meta(f)
+        base = next(a for a in get_args(hints[f.name]) if a is not type(None))
+        out.append(Knob(name=f.name, type=base, **meta))
+    return tuple(out)
+
+
+def _meta(f: Field[Any]) -> dict[str, Any]:
+    return dict(f.metadata["knob"])
+
+
+#: every knob, in EngineConfig's field order
+KNOBS: tuple[Knob, ...] = _knobs()
+#: the knobs a spec may search or fix, by name
+SPACE_KNOBS: dict[str, Knob] = {k.name: k for k in KNOBS if k.in_space}

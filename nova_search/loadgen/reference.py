@@ -106,17 +106,3 @@ def collect_outputs(
                 ids.append(got)
                 errors.append("")
     return ReferenceOutputs(token_ids=tuple(ids), errors=tuple(errors))
-
-
-def outputs_as_dict(outputs: ReferenceOutputs) -> dict[str, list]:
-    """JSON-ready form (a trial's user attribute): ``{"token_ids": [[...], ...], "errors": [...]}``."""
-    return {"token_ids": [list(t) for t in outputs.token_ids], "errors": list(outputs.errors)}
-
-
-def outputs_from_dict(data: dict[str, list]) -> ReferenceOutputs:
-    """The inverse of ``outputs_as_dict``."""
-    ids = tuple(tuple(int(t) for t in row) for row in data["token_ids"])
-    errors = tuple(str(e) for e in data.get("errors") or [""] * len(ids))
-    if len(errors) != len(ids):
-        raise ValueError(f"{len(ids)} outputs but {len(errors)} errors")
-    return ReferenceOutputs(token_ids=ids, errors=errors)

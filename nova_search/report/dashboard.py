@@ -1,20 +1,21 @@
 """The study as optuna-dashboard shows it: a markdown note per trial, a study note, plotly graphs.
 
-Pure (from ``api`` records, tested without storage):
+Pure (from ``results`` records, tested without storage):
 
 - ``trial_note_markdown(trial)``: the per-level profile as a table (concurrency, output tok/s,
   TTFT/TPOT p50 and p99, ITL and E2E p99, errors, KV peak, acceptance when a drafter ran), the launch
   argv in a code block, the failure reason when there is one.
-- ``study_note_markdown(results, policy_markdown=None)``: trials by state, stock vs the best tuned
-  trial per concurrency, the best trials (the Pareto front), and, when given, a policy section.
+- ``study_note_markdown(results, policy_markdown=None)``: trials by state, stock vs the tuned
+  baseline per concurrency, the best trials (the Pareto front), and, when given, a policy section.
 - ``dashboard_figures(results)``: graph id -> plotly figure: output throughput and latency (TTFT and
-  TPOT p99) against concurrency for stock, the best tuned trial and the leading candidates;
+  TPOT p99) against concurrency for stock, the tuned baseline and its runners-up;
   speculative acceptance when a drafter was measured. Drawn with ``report.figures``, as the report.
 
 Writing goes through optuna-dashboard's own API (``save_note``, ``save_plotly_graph_object``: study
-system attributes, so a finished trial can still get its note). ``save_trial_note``,
-``refresh_dashboard`` and ``after_trial`` never raise: a note or a graph that cannot be written is
-logged, and the measurement it describes is already stored.
+system attributes, so a finished trial can still get its note). ``after_trial`` is the worker's
+``on_trial_done`` (the CLI wires it): it and ``refresh_dashboard`` never raise; what cannot be written
+is said once, as a warning, and the measurement it describes is already stored. ``rewrite_notes``
+(``nova-search notes``) writes every note and graph of an existing study again.
 
 Serving: ``open_dashboard`` checks the storage and the artifacts folder (errors name the flag) and
 ``serve`` runs optuna-dashboard's ``run_server`` with the artifact store wired in
@@ -31,19 +32,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
+from optuna.trial import FrozenTrial
 
-from nova_search.api import Objective, StudyResults, TrialResult, objective_of, study_results
-from nova_search.db._url import mask
+from nova_search.db import mask, open_storage, storage_errors, study_names
 from nova_search.errors import NovaError, SpecError, StorageError
-from nova_search.report.data import (
-    acceptance_table,
-    best_tuned,
-    stock_trial,
-    throughput_table,
-    trial_curves,
-)
+from nova_search.objectives import Objective
+from nova_search.report.data import acceptance_table, throughput_table, trial_curves
 from nova_search.report.figures import Series, acceptance_series, line_figure, panel_figure
 from nova_search.report.markdown import table as md_table
+from nova_search.results.load import read_results, results_of
+from nova_search.results.records import StudyResults, TrialResult, trial_key
+from nova_search.results.select import best_trials, objective_of, ranked, stock_trial, tuned_baseline
+from nova_search.schema import stage_of
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -54,7 +54,7 @@ log = logging.getLogger("nova_search")
 GRAPH_THROUGHPUT = "nova-throughput"
 GRAPH_LATENCY = "nova-latency"
 GRAPH_ACCEPTANCE = "nova-acceptance"
-#: leading tuned trials drawn after the best one
+#: runner-up non-speculative trials drawn after the tuned baseline
 CANDIDATES = 3
 #: speculative trials drawn in the acceptance graph (the best ones by the first objective)
 ACCEPTANCE_TRIALS = 5
@@ -93,14 +93,7 @@ def _fence(text: str, lang: str = "") -> str:
 
 
 def _config_label(trial: TrialResult) -> str:
-    from nova_search.trial import describe_dict
-
-    return describe_dict(trial.config) if trial.config else ("vLLM defaults" if trial.is_stock else "")
-
-
-def _speculative(trial: TrialResult) -> bool:
-    """The trial ran a drafter (its configuration names a speculative method)."""
-    return bool(trial.config.get("speculative"))
+    return trial.config.label() if trial.config else ("vLLM defaults" if trial.is_stock else "")
 
 
 # ---------------------------------------------------------------- trial note
@@ -110,7 +103,7 @@ def trial_note_markdown(trial: TrialResult, objectives: Sequence[Objective] = ()
     """The note of one trial: what ran, the per-level profile, how it was launched, why it ended.
 
     ``objectives`` name the values of a COMPLETE trial."""
-    parts = [f"## Trial {trial.number}: {trial.state} ({trial.role})"]
+    parts = [f"## Trial {trial.key}: {trial.state} ({trial.role})"]
     facts = [f"**configuration:** {_cell(_config_label(trial)) or '–'}"]
     if trial.values is not None and objectives:
         shown = ", ".join(
@@ -124,6 +117,12 @@ def trial_note_markdown(trial: TrialResult, objectives: Sequence[Objective] = ()
     if trial.timing:
         facts.append(
             "**timing:** " + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in trial.timing.items())
+        )
+    if trial.client_bound_levels:
+        facts.append(
+            "**client-bound:** the load generator may have set the figures at concurrency "
+            + ", ".join(map(str, trial.client_bound_levels))
+            + " (see Warnings)"
         )
     parts.append("  \n".join(facts))
     if trial.reason or trial.state in ("FAIL", "PRUNED"):
@@ -142,7 +141,7 @@ def trial_note_markdown(trial: TrialResult, objectives: Sequence[Objective] = ()
                 + _fence(log_tail)
             )
     if trial.levels:
-        spec = _speculative(trial)
+        spec = trial.speculative
         headers = [
             "concurrency",
             "output tok/s",
@@ -201,25 +200,25 @@ def study_note_markdown(results: StudyResults, policy_markdown: str | None = Non
         + f"  \n**objectives:** {objectives}",
     ]
 
-    stock, tuned = stock_trial(results), best_tuned(results)
-    section = ["## Stock vs best tuned"]
+    stock, tuned = stock_trial(results), tuned_baseline(results)
+    section = ["## Stock vs tuned"]
     if stock is None and tuned is None:
         section.append("No COMPLETE stock baseline and no feasible tuned trial yet.")
     else:
         who = []
         if stock is not None:
-            who.append(f"stock: trial {stock.number}")
+            who.append(f"stock: trial {stock.key}")
         else:
             any_stock = results.stock()
             who.append(
                 "stock: none"
                 if any_stock is None
-                else f"stock: trial {any_stock.number} ended {any_stock.state}"
+                else f"stock: trial {any_stock.key} ended {any_stock.state}"
             )
         who.append(
-            f"best tuned: trial {tuned.number} ({_cell(_config_label(tuned))})"
+            f"tuned: trial {tuned.key} ({_cell(_config_label(tuned))})"
             if tuned is not None
-            else "best tuned: no feasible tuned trial yet"
+            else "tuned: no feasible non-speculative trial yet"
         )
         section.append(" · ".join(who))
         rows = []
@@ -256,24 +255,16 @@ def study_note_markdown(results: StudyResults, policy_markdown: str | None = Non
             )
     parts.append("\n\n".join(section))
 
-    front = list(results.pareto())
-    if results.objectives:
-        first = results.objectives[0]
-
-        def key(t: TrialResult) -> tuple[float, int]:
-            v = objective_of(t, first)
-            return ((-v if first.maximize else v) if v is not None else float("inf"), t.number)
-
-        front.sort(key=key)
+    front = best_trials(results)
     section = ["## Best trials (Pareto front, feasible)"]
     if front:
         names = [o.name for o in results.objectives]
         rows = [
             [
-                str(t.number),
+                t.key,
                 t.role,
                 *(_cell(objective_of(t, o)) for o in results.objectives),
-                _cell(_config_label(t)),
+                _cell(_config_label(t)) + (" (client-bound)" if t.client_bound_levels else ""),
             ]
             for t in front[:BEST_ROWS]
         ]
@@ -301,7 +292,7 @@ def study_note_markdown(results: StudyResults, policy_markdown: str | None = Non
 def _curve_series(results: StudyResults, metric: str) -> list[Series]:
     from nova_search.report.figures import STOCK_COLOR, TUNED_COLOR
 
-    colors = {"stock": STOCK_COLOR, "best tuned": TUNED_COLOR}
+    colors = {"stock": STOCK_COLOR, "tuned": TUNED_COLOR}
     out = []
     for c in trial_curves(results, candidates=CANDIDATES):
         x, y = c.points(metric)
@@ -316,7 +307,7 @@ def dashboard_figures(results: StudyResults) -> dict[str, go.Figure]:
     if any(not s.empty for s in throughput):
         figures[GRAPH_THROUGHPUT] = line_figure(
             throughput,
-            title="Output throughput vs concurrency: stock, best tuned, leading candidates",
+            title="Output throughput vs concurrency: stock, tuned, runners-up",
             yaxis_title="tok/s",
         )
         figures[GRAPH_LATENCY] = panel_figure(
@@ -328,8 +319,8 @@ def dashboard_figures(results: StudyResults) -> dict[str, go.Figure]:
         )
     rows = acceptance_table(results)
     if rows:
-        ranked = {t.number: i for i, t in enumerate(_by_first_objective(results))}
-        chosen = sorted({r.trial_number for r in rows}, key=lambda n: (ranked.get(n, len(ranked)), n))
+        order = {t.key: i for i, t in enumerate(_by_first_objective(results))}
+        chosen = sorted({r.trial_number for r in rows}, key=lambda k: (order.get(k, len(order)), k))
         keep = set(chosen[:ACCEPTANCE_TRIALS])
         series = acceptance_series([r for r in rows if r.trial_number in keep])
         if series:
@@ -340,16 +331,12 @@ def dashboard_figures(results: StudyResults) -> dict[str, go.Figure]:
 
 
 def _by_first_objective(results: StudyResults) -> list[TrialResult]:
-    """COMPLETE trials, best first by the first objective (feasible ones before infeasible ones)."""
+    """COMPLETE trials, best first by the first objective, feasible ones before infeasible ones."""
     if not results.objectives:
         return results.complete()
     first = results.objectives[0]
-
-    def key(t: TrialResult) -> tuple[bool, float, int]:
-        v = objective_of(t, first)
-        return (not t.feasible, (-v if first.maximize else v) if v is not None else float("inf"), t.number)
-
-    return sorted(results.complete(), key=key)
+    feasible = ranked(results.feasible(), first)
+    return feasible + ranked([t for t in results.complete() if not t.feasible], first)
 
 
 # ---------------------------------------------------------------- writing (never raises)
@@ -357,72 +344,96 @@ def _by_first_objective(results: StudyResults) -> list[TrialResult]:
 _said: set[str] = set()
 
 
-def _say_once(text: str) -> None:
+def _warn_once(text: str) -> None:
     if text not in _said:
         _said.add(text)
-        log.info(text)
+        log.warning(text)
 
 
-def save_trial_note(trial: optuna.Trial, result: TrialResult, objectives: Sequence[Objective] = ()) -> bool:
-    """Write the trial's note; False (and a log line) when it cannot be written."""
-    try:
-        from optuna_dashboard import save_note
-
-        save_note(trial, trial_note_markdown(result, objectives))
-        return True
-    except Exception as e:  # noqa: BLE001 - a note is never worth a measurement
-        log.warning(
-            "the dashboard note of trial %s was not written: %s: %s", result.number, type(e).__name__, e
+def _dashboard_missing() -> bool:
+    if importlib.util.find_spec("optuna_dashboard") is None:
+        _warn_once(
+            "optuna-dashboard is not installed in this environment: no dashboard notes or graphs "
+            "(pip install optuna-dashboard, then `nova-search notes STUDY` writes them)"
         )
-        return False
+        return True
+    return False
 
 
-def refresh_dashboard(
-    study: optuna.Study, results: StudyResults, *, policy_markdown: str | None = None
-) -> bool:
-    """Write the study note and the graphs. False (and a log line) when something was not written.
+def write_trial_note(
+    study: optuna.Study, result: TrialResult, trial_id: int, objectives: Sequence[Objective]
+) -> None:
+    """The trial's note (raises what optuna-dashboard raises)."""
+    from optuna_dashboard import save_note
+
+    save_note(optuna.trial.Trial(study, trial_id), trial_note_markdown(result, objectives))
+
+
+def refresh_dashboard(study: optuna.Study, results: StudyResults) -> None:
+    """The study note and the graphs of ``study`` (one Optuna study: a stage's page shows the whole
+    staged study). Raises what optuna-dashboard raises.
 
     Cost: a read of the study's system attributes per write (optuna-dashboard's notes and graphs live
     there, trial notes included); see benchmarks/dashboard_refresh.py."""
-    try:
-        from optuna_dashboard import save_note, save_plotly_graph_object
+    from optuna_dashboard import save_note, save_plotly_graph_object
 
-        save_note(study, study_note_markdown(results, policy_markdown))
-        for graph_id, fig in dashboard_figures(results).items():
-            fig.update_layout(template="plotly_white")
-            save_plotly_graph_object(study, fig, graph_object_id=graph_id)
+    save_note(study, study_note_markdown(results, _policy_markdown(results)))
+    for graph_id, fig in dashboard_figures(results).items():
+        fig.update_layout(template="plotly_white")
+        save_plotly_graph_object(study, fig, graph_object_id=graph_id)
+
+
+def after_trial(study: optuna.Study, trial: FrozenTrial) -> bool:
+    """A worker's ``on_trial_done``: the trial's note, then the study note and graphs, from one read
+    of the study. Never raises; False (and a warning, once per kind of failure) when something was not
+    written."""
+    if _dashboard_missing():
+        return False
+    try:
+        results = results_of(study)
+        result = results.trial(trial_key(trial.number, stage_of(study.user_attrs)))
+        write_trial_note(study, result, trial._trial_id, results.objectives)
+        refresh_dashboard(study, results)
         return True
     except Exception as e:  # noqa: BLE001 - the dashboard is a view; the study carries on without it
-        log.warning("the dashboard's study note and graphs were not written: %s: %s", type(e).__name__, e)
+        _warn_once(f"the dashboard notes and graphs were not written: {type(e).__name__}: {e}")
         return False
 
 
-def after_trial(study: optuna.Study, trial: optuna.Trial) -> bool:
-    """After a trial was told: its note, then the study note and graphs, from one read of the study.
-    Never raises; False when something was not written."""
+def rewrite_notes(study_name: str, storage_url: str) -> int:
+    """Write every trial note, the study note and the graphs of an existing study again (each stage's
+    study of a staged one). Returns the number of trial notes written. Raises NovaError when
+    optuna-dashboard is missing, StorageError when the storage cannot be read or written."""
     if importlib.util.find_spec("optuna_dashboard") is None:
-        _say_once(
-            "optuna-dashboard is not installed (pip install 'nova-search[dashboard]'): no notes or graphs"
-        )
-        return False
+        raise NovaError("optuna-dashboard is not installed: pip install optuna-dashboard")
+    storage = open_storage(storage_url, read_only=True)
+    written = 0
     try:
-        storage = getattr(study._storage, "_backend", study._storage)
-        url = getattr(storage, "url", "")
-        results = study_results(study, mask(url) if url else "")
-        result = results.trial(trial.number)
-    except Exception as e:  # noqa: BLE001
-        log.warning("the dashboard was not updated after trial %s: %s: %s", trial.number, type(e).__name__, e)
-        return False
-    ok = save_trial_note(trial, result, results.objectives)
-    return refresh_dashboard(study, results, policy_markdown=_policy_markdown(results)) and ok
+        results = read_results(storage, storage_url, study_name)
+        names = dict.fromkeys(t.study for t in results.trials) or {study_name: None}
+        existing = set(study_names(storage, storage_url))
+        with storage_errors(storage_url, f"write the notes of {study_name!r} in"):
+            for name in names:
+                if name not in existing:
+                    continue
+                study = optuna.load_study(study_name=name, storage=storage)
+                ids = {t.number: t._trial_id for t in study.get_trials(deepcopy=False)}
+                for t in results.trials:
+                    if t.study == name and t.number in ids:
+                        write_trial_note(study, t, ids[t.number], results.objectives)
+                        written += 1
+                refresh_dashboard(study, results)
+    finally:
+        storage.engine.dispose()
+    return written
 
 
 def _policy_markdown(results: StudyResults) -> str | None:
     """The verdict and policy for the study note, when the study has speculative trials."""
-    from nova_search.api import verdict_of
     from nova_search.report.policy import verdict_markdown
+    from nova_search.results.verdict import verdict_of
 
-    if not any((t.config or {}).get("speculative") for t in results.complete()):
+    if not any(t.speculative for t in results.complete()):
         return None
     try:
         return verdict_markdown(verdict_of(results))
@@ -446,14 +457,13 @@ def open_dashboard(
     ``artifacts_dir`` None: ``nova-artifacts`` when that folder exists, else no artifacts. Raises
     StorageError naming ``--storage``, SpecError naming ``--artifacts-dir``, NovaError without
     optuna-dashboard."""
-    from nova_search.api import _open
     from nova_search.artifacts import filesystem_store
 
     if importlib.util.find_spec("optuna_dashboard") is None:
         raise NovaError("optuna-dashboard is not installed: pip install 'nova-search[dashboard]'")
     try:
-        storage = _open(storage_url)
-        optuna.study.get_all_study_names(storage)  # fails now, not on the first page load
+        storage = open_storage(storage_url, read_only=True)
+        study_names(storage, storage_url)  # fails now, not on the first page load
     except StorageError as e:
         raise StorageError(f"--storage: {e}") from None
     except Exception as e:  # noqa: BLE001 - the driver's message can echo the URL: its kind only

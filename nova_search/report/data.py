@@ -1,12 +1,12 @@
-"""The report's data: pure functions from ``api.StudyResults`` to plain frozen records and tables.
+"""The report's data: pure functions from ``results.StudyResults`` to plain frozen records and tables.
 
 No storage, no plotting: ``report.html`` draws from these, and they can be tested and exported on
 their own. Where data is missing (no stock baseline, no feasible tuned trial, too few trials) the
 table is empty and ``ReportData.notes`` says so in words.
 
-- Stock vs tuned: the stock baseline (``nova:role = stock``, COMPLETE) against the best tuned trial
-  (the best non-stock feasible COMPLETE trial by the study's first objective), per concurrency:
-  output tok/s and % vs stock; TTFT/TPOT/ITL/E2E mean and p99.
+- Stock vs tuned: the stock baseline (COMPLETE) against the tuned baseline (``results.select.
+  tuned_baseline``, the one every command names), per concurrency: output tok/s and % vs stock;
+  TTFT/TPOT/ITL/E2E mean and p99.
 - Saturation per trial (``analysis.find_saturation``), speculative acceptance where measured.
 - Pareto points and the hypervolume history (computed here, see ``hypervolume``).
 - Parameter importances per objective (``optuna.importance.get_param_importances`` on an in-memory
@@ -17,18 +17,18 @@ table is empty and ``ReportData.notes`` says so in words.
 from __future__ import annotations
 
 import math
-import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from nova_search.analysis.saturation import find_saturation
 from nova_search.analysis.verdict import LevelGain, Verdict, better_gain, pct_change
-from nova_search.api import Objective, StudyResults, TrialResult, objective_of, verdict_of
 from nova_search.metrics import LevelResult
+from nova_search.objectives import Objective
+from nova_search.report.search import HypervolumePoint, Importance, hypervolume_history, param_importances
+from nova_search.results.records import StudyResults, TrialResult
+from nova_search.results.select import ranked_plain, stock_trial, tuned_baseline
+from nova_search.results.verdict import verdict_of
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
-#: importances need at least this many complete trials with parameters
-MIN_IMPORTANCE_TRIALS = 2
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class LatencyRow:
     concurrency: int
     #: "stock" or "tuned"
     which: str
-    trial_number: int
+    trial_number: str
     ttft_mean_ms: float | None
     ttft_p99_ms: float | None
     tpot_mean_ms: float | None
@@ -58,7 +58,7 @@ class LatencyRow:
 
 @dataclass(frozen=True)
 class SaturationRow:
-    trial_number: int
+    trial_number: str
     role: str
     concurrency: int | None
     output_throughput: float | None
@@ -68,7 +68,7 @@ class SaturationRow:
 
 @dataclass(frozen=True)
 class AcceptanceRow:
-    trial_number: int
+    trial_number: str
     role: str
     method: str | None
     num_speculative_tokens: int | None
@@ -80,7 +80,7 @@ class AcceptanceRow:
 
 @dataclass(frozen=True)
 class ParetoPoint:
-    trial_number: int
+    trial_number: str
     role: str
     values: tuple[float, ...]
     feasible: bool
@@ -88,25 +88,10 @@ class ParetoPoint:
 
 
 @dataclass(frozen=True)
-class HypervolumePoint:
-    #: the trial whose completion this point follows
-    trial_number: int
-    hypervolume: float
-
-
-@dataclass(frozen=True)
-class Importance:
-    objective: str
-    #: (parameter, importance), most important first; empty when it could not be computed
-    importances: tuple[tuple[str, float], ...]
-    note: str = ""
-
-
-@dataclass(frozen=True)
 class CostRow:
     concurrency: int
     which: str
-    trial_number: int
+    trial_number: str
     gpus: int
     tok_s: float
     usd_per_1m_tokens: float
@@ -115,7 +100,7 @@ class CostRow:
 @dataclass(frozen=True)
 class TrialRow:
     #: the trial number; a staged study's key (``speculative#3``)
-    number: int | str
+    number: str
     state: str
     role: str
     feasible: bool
@@ -145,8 +130,8 @@ class ReportData:
     study_name: str
     storage: str
     objectives: tuple[Objective, ...]
-    stock_trial: int | None
-    tuned_trial: int | None
+    stock_trial: str | None
+    tuned_trial: str | None
     throughput: tuple[ThroughputRow, ...]
     latency: tuple[LatencyRow, ...]
     saturation: tuple[SaturationRow, ...]
@@ -165,43 +150,12 @@ class ReportData:
     speculative: tuple[SpeculativeRow, ...] = ()
 
 
-# ---------------------------------------------------------------- choosing
-
-
-def stock_trial(results: StudyResults) -> TrialResult | None:
-    """The COMPLETE stock baseline, None when there is none (or it did not complete)."""
-    t = results.stock()
-    return t if t is not None and t.state == "COMPLETE" else None
-
-
-def best_tuned(results: StudyResults) -> TrialResult | None:
-    """The best non-stock feasible COMPLETE trial by the study's first objective."""
-    ranked = ranked_tuned(results)
-    return ranked[0] if ranked else None
-
-
-def ranked_tuned(results: StudyResults) -> list[TrialResult]:
-    """The non-stock feasible COMPLETE trials, best first by the study's first objective (ties: the
-    lower number); ``best_tuned`` is the first of them."""
-    if not results.objectives:
-        return []
-    primary = results.objectives[0]
-    pool = [t for t in results.feasible() if not t.is_stock and objective_of(t, primary) is not None]
-
-    def key(t: TrialResult) -> tuple[float, int]:
-        v = objective_of(t, primary)
-        assert v is not None
-        return (-v if primary.maximize else v, t.number)
-
-    return sorted(pool, key=key)
-
-
 @dataclass(frozen=True)
 class TrialCurve:
     """One trial's measured levels, labelled for a chart of a metric against concurrency."""
 
-    trial_number: int
-    #: "stock", "best tuned" or "candidate" (a leading tuned trial after the best)
+    trial_number: str
+    #: "stock", "tuned" (the tuned baseline) or "candidate" (a runner-up non-speculative trial)
     kind: str
     label: str
     levels: tuple[LevelResult, ...]
@@ -213,18 +167,19 @@ class TrialCurve:
 
 
 def trial_curves(results: StudyResults, *, candidates: int = 3) -> list[TrialCurve]:
-    """The curves worth drawing: the stock baseline (COMPLETE), the best tuned trial and up to
-    ``candidates`` leading tuned trials after it (by the first objective), each with its levels."""
+    """The curves worth drawing: the stock baseline (COMPLETE), the tuned baseline and up to
+    ``candidates`` runner-up non-speculative trials (by the first objective), each with its levels."""
     out = []
-    stock = stock_trial(results)
+    stock, tuned = stock_trial(results), tuned_baseline(results)
+    same = stock is not None and tuned is not None and stock.key == tuned.key
     if stock is not None and stock.levels:
-        out.append(TrialCurve(stock.number, "stock", f"stock (trial {stock.number})", stock.levels))
-    ranked = [t for t in ranked_tuned(results) if t.levels]
-    for i, t in enumerate(ranked[: candidates + 1]):
-        kind, label = (
-            ("best tuned", f"best tuned (trial {t.number})") if i == 0 else ("candidate", f"trial {t.number}")
-        )
-        out.append(TrialCurve(t.number, kind, label, t.levels))
+        label = f"stock = tuned (trial {stock.key})" if same else f"stock (trial {stock.key})"
+        out.append(TrialCurve(stock.key, "stock", label, stock.levels))
+    if tuned is not None and tuned.levels and not same:
+        out.append(TrialCurve(tuned.key, "tuned", f"tuned (trial {tuned.key})", tuned.levels))
+    runners = [t for t in ranked_plain(results)[1:] if t.levels and (stock is None or t.key != stock.key)]
+    for t in runners[:candidates]:
+        out.append(TrialCurve(t.key, "candidate", f"trial {t.key}", t.levels))
     return out
 
 
@@ -258,7 +213,7 @@ def latency_table(stock: TrialResult | None, tuned: TrialResult | None) -> list[
             stats = {
                 f"{m}_{s}_ms": getattr(lv, f"{m}_{s}_ms") for m in LATENCY_METRICS for s in ("mean", "p99")
             }
-            rows.append(LatencyRow(c, which, trial.number, **stats))
+            rows.append(LatencyRow(c, which, trial.key, **stats))
     return rows
 
 
@@ -272,10 +227,10 @@ def saturation_table(results: StudyResults) -> list[SaturationRow]:
         try:
             s = find_saturation(t.levels, t.repeats or None)
         except ValueError as e:
-            rows.append(SaturationRow(t.number, t.role, None, None, None, f"not judged: {e}"))
+            rows.append(SaturationRow(t.key, t.role, None, None, None, f"not judged: {e}"))
             continue
         rows.append(
-            SaturationRow(t.number, t.role, s.concurrency, s.output_throughput, s.limiter, s.explanation)
+            SaturationRow(t.key, t.role, s.concurrency, s.output_throughput, s.limiter, s.explanation)
         )
     return rows
 
@@ -285,19 +240,18 @@ def acceptance_table(results: StudyResults) -> list[AcceptanceRow]:
     levels where the engine reported it."""
     rows = []
     for t in results.trials:
-        spec = t.config.get("speculative") or {}
-        if not spec:
+        spec = t.config.speculative if t.config else None
+        if spec is None:
             continue
         for lv in t.levels:
             if lv.spec_acceptance_rate is None and lv.spec_mean_acceptance_length is None:
                 continue
-            k = spec.get("num_speculative_tokens")
             rows.append(
                 AcceptanceRow(
-                    t.number,
+                    t.key,
                     t.role,
-                    spec.get("method"),
-                    int(k) if isinstance(k, int) else None,
+                    spec.method,
+                    spec.num_speculative_tokens,
                     lv.concurrency,
                     lv.spec_acceptance_rate,
                     lv.spec_mean_acceptance_length,
@@ -310,7 +264,7 @@ def acceptance_table(results: StudyResults) -> list[AcceptanceRow]:
 def pareto_points(results: StudyResults) -> list[ParetoPoint]:
     """Every COMPLETE trial's objective values; ``on_front`` for Optuna's Pareto front."""
     return [
-        ParetoPoint(t.number, t.role, t.values, t.feasible, results.on_front(t))
+        ParetoPoint(t.key, t.role, t.values, t.feasible, results.on_front(t))
         for t in results.complete()
         if t.values is not None
     ]
@@ -329,135 +283,25 @@ def cost_table(
             lv = trial.level(c) if trial else None
             if trial is None or lv is None or not lv.output_throughput or lv.output_throughput <= 0:
                 continue
-            tp = trial.config.get("tensor_parallel_size")
-            gpus = int(tp) if isinstance(tp, int) and tp > 0 else 1
+            gpus = trial.config.gpus if trial.config else 1
             usd = gpu_hour_usd * gpus / (lv.output_throughput * 3600.0) * 1e6
-            rows.append(CostRow(c, which, trial.number, gpus, lv.output_throughput, usd))
+            rows.append(CostRow(c, which, trial.key, gpus, lv.output_throughput, usd))
     return rows
 
 
 def trial_rows(results: StudyResults) -> list[TrialRow]:
-    from nova_search.trial import describe_dict
-
     return [
         TrialRow(
-            t.number if t.stage == "joint" else t.key,
+            t.key,
             t.state,
             t.role,
             t.feasible,
             t.values,
-            describe_dict(t.config) if t.config else "",
+            t.config.label() if t.config else "",
             None if t.state == "COMPLETE" else (f"{t.reason or ''}: {t.message or ''}".strip(": ") or None),
         )
         for t in results.trials
     ]
-
-
-# ---------------------------------------------------------------- hypervolume
-
-
-def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
-    """The volume dominated by ``points`` (all objectives minimized) and bounded by ``reference``.
-    Exact: a sweep in 2-D, slicing along the last objective above that. Points that do not
-    strictly dominate the reference add nothing."""
-    pts = [tuple(p) for p in points if all(a < r for a, r in zip(p, reference, strict=True))]
-    if not pts:
-        return 0.0
-    dim = len(reference)
-    if dim == 1:
-        return reference[0] - min(p[0] for p in pts)
-    if dim == 2:
-        vol, best_y = 0.0, reference[1]
-        for x, y in sorted(pts):
-            if y < best_y:
-                vol += (reference[0] - x) * (best_y - y)
-                best_y = y
-        return vol
-    pts.sort(key=lambda p: p[-1])
-    vol = 0.0
-    for i, p in enumerate(pts):
-        upper = pts[i + 1][-1] if i + 1 < len(pts) else reference[-1]
-        if upper > p[-1]:
-            vol += (upper - p[-1]) * hypervolume([q[:-1] for q in pts[: i + 1]], reference[:-1])
-    return vol
-
-
-def _minimized(values: Sequence[float], objectives: Sequence[Objective]) -> tuple[float, ...]:
-    return tuple(-v if o.maximize else v for v, o in zip(values, objectives, strict=True))
-
-
-def hypervolume_history(
-    results: StudyResults, margin: float = 0.1
-) -> tuple[list[HypervolumePoint], tuple[float, ...] | None]:
-    """The hypervolume of the feasible COMPLETE trials after each one completes (in completion
-    order). The reference point is the worst value of each objective over those trials, moved
-    ``margin`` of the objective's range further (so the extreme points count); it is returned in
-    the objectives' own units and directions."""
-    objs = results.objectives
-    done = [t for t in results.feasible() if t.values is not None and len(t.values) == len(objs)]
-    if not objs or not done:
-        return [], None
-    done.sort(key=lambda t: (t.datetime_complete is None, t.datetime_complete or 0, t.number))
-    mins = [_minimized(t.values, objs) for t in done]  # type: ignore[arg-type]
-    ref = []
-    for i in range(len(objs)):
-        col = [m[i] for m in mins]
-        span = max(col) - min(col)
-        ref.append(max(col) + (margin * span if span > 0 else max(abs(max(col)) * margin, 1e-9)))
-    history = [HypervolumePoint(t.number, hypervolume(mins[: i + 1], ref)) for i, t in enumerate(done)]
-    reference = tuple(-r if o.maximize else r for r, o in zip(ref, objs, strict=True))
-    return history, reference
-
-
-# ---------------------------------------------------------------- importances
-
-
-def param_importances(results: StudyResults) -> tuple[list[Importance], str | None]:
-    """Optuna's parameter importances per objective over the COMPLETE trials with parameters.
-    Returns (importances, note); the note says why there are none or what failed."""
-    import optuna
-    from optuna.distributions import json_to_distribution
-    from optuna.trial import TrialState, create_trial
-
-    objs = results.objectives
-    pool = [t for t in results.complete() if t.params and t.values is not None and len(t.values) == len(objs)]
-    if len(pool) < MIN_IMPORTANCE_TRIALS:
-        return [], (
-            f"parameter importances need at least {MIN_IMPORTANCE_TRIALS} COMPLETE trials with searched "
-            f"parameters (this study has {len(pool)})"
-        )
-    verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.ERROR)  # no "A new study created in memory" line
-    try:
-        study = optuna.create_study(directions=[o.direction for o in objs])
-    finally:
-        optuna.logging.set_verbosity(verbosity)
-    try:
-        for t in pool:
-            study.add_trial(
-                create_trial(
-                    params=t.params,
-                    distributions={k: json_to_distribution(v) for k, v in t.distributions.items()},
-                    values=list(t.values),  # type: ignore[arg-type]
-                    state=TrialState.COMPLETE,
-                )
-            )
-    except Exception as e:  # noqa: BLE001 - a stored trial Optuna cannot re-read: say so, carry on
-        return [], f"parameter importances not computed: {type(e).__name__}: {e}"
-    out = []
-    for i, o in enumerate(objs):
-        sign = -1.0 if o.maximize else 1.0  # evaluators that read "low is good" see the better side
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                imp = optuna.importance.get_param_importances(
-                    study, target=lambda t, i=i, s=sign: s * t.values[i]
-                )
-            pairs = tuple((k, float(v)) for k, v in imp.items() if math.isfinite(float(v)))
-            out.append(Importance(o.name, pairs, "" if pairs else "no parameter varies enough to rank"))
-        except Exception as e:  # noqa: BLE001 - importances are a nicety: note the failure
-            out.append(Importance(o.name, (), f"not computed: {type(e).__name__}: {e}"))
-    return out, None
 
 
 # ---------------------------------------------------------------- everything
@@ -489,7 +333,7 @@ def speculative_rows(results: StudyResults, verdict: Verdict) -> list[Speculativ
                 tuned_tok_s=tok(tuned),
                 tuned_vs_stock_pct=pct_change(tok(tuned), tok(stock)),
                 spec_trial=g.trial if g else None,
-                spec_method=str((spec.config.get("speculative") or {}).get("method")) if spec else None,
+                spec_method=spec.method if spec else None,
                 spec_tok_s=tok(spec),
                 spec_vs_tuned_pct=pct_change(tok(spec), tok(tuned)),
                 ci_low=g.ci_low if g else None,
@@ -506,17 +350,17 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
     if gpu_hour_usd is not None and not (math.isfinite(gpu_hour_usd) and gpu_hour_usd > 0):
         raise ValueError(f"gpu_hour_usd must be a positive number (got {gpu_hour_usd!r})")
     stock = stock_trial(results)
-    tuned = best_tuned(results)
+    tuned = tuned_baseline(results)
     any_stock = results.stock()
     if any_stock is None:
         notes.append("No stock baseline in this study: throughput is shown without % vs stock.")
     elif stock is None:
         why = f" ({any_stock.reason}: {any_stock.message})" if any_stock.reason else ""
         notes.append(
-            f"The stock baseline (trial {any_stock.number}) ended {any_stock.state}{why}: no % vs stock."
+            f"The stock baseline (trial {any_stock.key}) ended {any_stock.state}{why}: no % vs stock."
         )
     if tuned is None:
-        notes.append("No feasible COMPLETE tuned (non-stock) trial yet: nothing to compare with stock.")
+        notes.append("No feasible COMPLETE non-speculative trial yet: no tuned baseline to compare with.")
     complete = results.complete()
     if len(complete) < 2:
         notes.append(f"Fewer than 2 COMPLETE trials ({len(complete)}): little to compare yet.")
@@ -536,7 +380,7 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
     if not saturation:
         notes.append("No trial measured two or more levels: saturation cannot be judged.")
     verdict = None
-    if any((t.config or {}).get("speculative") for t in complete):
+    if any(t.speculative for t in complete):
         verdict = verdict_of(results)
     else:
         notes.append("No speculative trial completed: no verdict and no policy.")
@@ -544,8 +388,8 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
         study_name=results.study_name,
         storage=results.storage,
         objectives=results.objectives,
-        stock_trial=stock.number if stock else None,
-        tuned_trial=tuned.number if tuned else None,
+        stock_trial=stock.key if stock else None,
+        tuned_trial=tuned.key if tuned else None,
         verdict=verdict,
         speculative=tuple(speculative_rows(results, verdict)) if verdict else (),
         throughput=tuple(throughput_table(stock, tuned)),

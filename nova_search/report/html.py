@@ -217,7 +217,7 @@ def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
 
     summary = [
         table(
-            ["study", "storage", "objectives", "stock trial", "best tuned trial"],
+            ["study", "storage", "objectives", "stock trial", "tuned trial"],
             [[data.study_name, data.storage, objs, data.stock_trial, data.tuned_trial]],
             "summary",
         )
@@ -237,7 +237,7 @@ def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
         _with_figure(parts, throughput_figure, data)
     else:
         parts.append(_missing("No stock baseline and no tuned trial measured any level."))
-    sections.append(_section("Stock vs best tuned: output throughput", parts))
+    sections.append(_section("Stock vs tuned: output throughput", parts))
 
     parts = []
     if data.verdict is not None:

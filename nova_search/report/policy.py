@@ -7,7 +7,7 @@ import json
 import shlex
 from typing import Any
 
-from nova_search.analysis.verdict import DrafterVerdict, LevelGain, PolicyRange, Verdict
+from nova_search.analysis.verdict import STATUS_TEXT, DrafterVerdict, LevelGain, PolicyRange, Verdict
 from nova_search.report.markdown import table as md_table
 
 
@@ -44,7 +44,9 @@ def drafter_rows(v: Verdict) -> list[list[str]]:
     rows = []
     for d in v.drafters:
         rng = f"{d.verified_range[0]}–{d.verified_range[1]}" if d.verified_range else "–"
-        rows.append([d.method, d.status, rng, "; ".join(_gain(g) for g in d.per_level) or "–", d.reason])
+        rows.append(
+            [d.method, STATUS_TEXT[d.status], rng, "; ".join(_gain(g) for g in d.per_level) or "–", d.reason]
+        )
     return rows
 
 
@@ -84,7 +86,7 @@ def verdict_markdown(v: Verdict) -> str:
     for d in v.drafters:
         if d.tradeoffs:
             parts += [
-                f"Latency tradeoffs of {d.method} ({d.status}):",
+                f"Latency tradeoffs of {d.method} ({STATUS_TEXT[d.status]}):",
                 "",
                 md_table(TRADEOFF_HEADERS, tradeoff_rows(d), text=TRADEOFF_HEADERS),
                 "",

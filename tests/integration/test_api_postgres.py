@@ -6,7 +6,6 @@ process, checked against what Optuna's storage holds."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -18,12 +17,16 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from nova_search import schema
 from nova_search import study as nova_study
 from nova_search.db import LevelStore
 from nova_search.engine.command import deployable_argv
-from tests.conftest import REPO
-from tests.integration.test_distributed_postgres import fake_engines, fake_spec, worker
+from tests.support import REPO
+from tests.support.cli import nova as cli
+from tests.support.cli import nova_ok as ok
 from tests.support.pg import fresh_database
+from tests.support.specs import fake_spec
+from tests.support.workers import fake_engines, worker
 
 pytestmark = pytest.mark.postgres
 
@@ -50,26 +53,9 @@ def stored(url):
     study = optuna.load_study(study_name=NAME, storage=url)
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 4, [
-        (t.state, t.user_attrs.get("nova:message")) for t in trials
+        (t.state, t.user_attrs.get(schema.MESSAGE.key)) for t in trials
     ]
     return study, trials
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "nova_search", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={k: v for k, v in os.environ.items() if k != "NOVA_STORAGE"},
-    )
-
-
-def ok(*args: str) -> str:
-    r = cli(*args)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return r.stdout
 
 
 def top_by_throughput(trials):
@@ -78,7 +64,7 @@ def top_by_throughput(trials):
 
 def test_the_study_ran_a_stock_baseline_and_three_tuned_trials(stored):
     _, trials = stored
-    assert [t.user_attrs.get("nova:role") for t in trials] == ["stock", None, None, None]
+    assert [t.user_attrs.get(schema.ROLE.key) for t in trials] == ["stock", None, None, None]
     assert all(t.constraints and all(v <= 0 for v in t.constraints.values()) for t in trials)
 
 
@@ -94,10 +80,10 @@ def test_best_json_is_the_pareto_front_with_stored_values(url, stored):
         t = front[d["number"]]
         assert d["values"] == dict(zip(study.metric_names, t.values, strict=True))
         assert d["params"] == t.params
-        assert d["argv"] == t.user_attrs["nova:argv"]
-        assert d["deployable_argv"] == deployable_argv(t.user_attrs["nova:argv"])
+        assert d["argv"] == t.user_attrs[schema.ARGV.key]
+        assert d["deployable_argv"] == deployable_argv(t.user_attrs[schema.ARGV.key])
         assert "--port" in d["argv"] and "--port" not in d["deployable_argv"]
-        assert d["engine_version"] == t.user_attrs["nova:engine_version"]
+        assert d["engine_version"] == t.user_attrs[schema.ENGINE_VERSION.key]
         assert d["feasible"] is True
     as_yaml = yaml.safe_load(ok("best", NAME, "--storage", url, "--format", "yaml"))
     assert as_yaml == got
@@ -107,7 +93,7 @@ def test_best_by_objective_and_where(url, stored):
     _, trials = stored
     top = top_by_throughput(trials)
     line = ok("best", NAME, "--storage", url, "--objective", "output_throughput@best", "--format", "argv")
-    assert shlex.split(line) == deployable_argv(top.user_attrs["nova:argv"])  # the argv round-trips
+    assert shlex.split(line) == deployable_argv(top.user_attrs[schema.ARGV.key])  # the argv round-trips
 
     fastest = min(trials, key=lambda t: (t.values[1], t.number))
     bound = fastest.values[1]
@@ -130,7 +116,7 @@ def test_best_by_objective_and_where(url, stored):
     want = max(
         trials,
         key=lambda t: (
-            next(lv for lv in t.user_attrs["nova:levels"] if lv["concurrency"] == 1)["output_throughput"],
+            next(lv for lv in t.user_attrs[schema.LEVELS.key] if lv["concurrency"] == 1)["output_throughput"],
             -t.number,
         ),
     )
@@ -156,31 +142,38 @@ def test_bad_flags_exit_2_naming_the_flag_and_valid_values(url):
     assert r.returncode == 2 and "vllm, compose, k8s" in r.stderr
 
 
-def test_export_formats(url, stored):
+def test_export_gives_what_the_policy_recommends_in_every_format(url, stored):
     _, trials = stored
-    top = top_by_throughput(trials)
-    deploy = deployable_argv(top.user_attrs["nova:argv"])
-    assert shlex.split(ok("export", NAME, "--storage", url)) == deploy  # default: vllm, the top trial
+    top = top_by_throughput(trials)  # no drafter: the policy is the tuned baseline everywhere
+    deploy = deployable_argv(top.user_attrs[schema.ARGV.key])
+    flags = deploy[deploy.index("fake-model") + 1 :]
+    text = ok("export", NAME, "--storage", url)  # default: vllm, the policy's configuration
+    assert (
+        f"the deployment policy of {NAME}: the tuned configuration at every concurrency (trial {top.number})"
+        in text
+    )
+    assert shlex.split(text.splitlines()[-1]) == ["vllm", "serve", "fake-model", *flags]
+    policy = json.loads(ok("policy", NAME, "--storage", url, "--format", "json"))
+    assert policy["tuned"] == str(top.number) and [r["trial"] for r in policy["policy"]] == [str(top.number)]
 
     stock = trials[0]
-    flags = deployable_argv(stock.user_attrs["nova:argv"])
-    model_at = flags.index("fake-model")
-    container_args = ["--model", "fake-model", *flags[model_at + 1 :]]
+    stock_flags = deployable_argv(stock.user_attrs[schema.ARGV.key])
+    container_args = ["--model", "fake-model", *stock_flags[stock_flags.index("fake-model") + 1 :]]
     compose = yaml.safe_load(ok("export", NAME, "--storage", url, "--trial", "0", "--format", "compose"))
     svc = compose["services"]["vllm"]
     assert svc["image"].startswith("vllm/vllm-openai:")
-    assert svc["command"] == container_args
+    assert svc["command"] == ["--host", "0.0.0.0", "--port", "8000", *container_args]
     assert svc["deploy"]["resources"]["reservations"]["devices"][0]["count"] == 1
 
     k8s_text = ok("export", NAME, "--storage", url, "--format", "k8s")
-    k8s = yaml.safe_load(k8s_text)
-    (container,) = k8s["spec"]["template"]["spec"]["containers"]
-    assert container["args"] == ["--model", "fake-model", *deploy[deploy.index("fake-model") + 1 :]]
-    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
-    assert f"trial {top.number}" in k8s_text
+    service, deployment = yaml.safe_load_all(k8s_text)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["--host", "0.0.0.0", "--port", "8000", "--model", "fake-model", *flags]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1 and service["kind"] == "Service"
+    assert f"(trial {top.number})" in k8s_text
 
     r = cli("export", NAME, "--storage", url, "--trial", "99")
-    assert r.returncode == 1 and "no trial 99" in r.stderr
+    assert r.returncode == 2 and "--trial: study 'api' has no trial 99" in r.stderr
 
 
 def test_status(url, stored):
@@ -193,7 +186,7 @@ def test_status(url, stored):
     assert "ETA: 0s (done" in text
     st = json.loads(ok("status", NAME, "--storage", url, "--json"))
     assert st["counts"]["COMPLETE"] == 4 and st["remaining"] == 0 and st["eta_s"] == 0.0
-    host = trials[0].user_attrs["nova:worker"]["host"]
+    host = trials[0].user_attrs[schema.WORKER.key]["host"]
     assert [w["host"] for w in st["workers"]] == [host]  # seen recently: it just finished 4 trials
     assert st["workers"][0]["trials_finished"] == 4 and st["active_slots"] == 0
     durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in trials]
@@ -212,7 +205,7 @@ def test_report_html(url, stored, tmp_path):
         assert f'<table class="{cls}">' in page, cls
     assert page.count('class="plotly-graph-div"') >= 5
     stock = trials[0]
-    stock_c4 = next(lv for lv in stock.user_attrs["nova:levels"] if lv["concurrency"] == 4)
+    stock_c4 = next(lv for lv in stock.user_attrs[schema.LEVELS.key] if lv["concurrency"] == 4)
     assert f"<td>{stock_c4['output_throughput']:.4g}</td>" in page  # the stock tok/s from storage
     cost = 2.5 / (stock_c4["output_throughput"] * 3600) * 1e6
     assert f"<td>{cost:.4g}</td>" in page
@@ -229,20 +222,21 @@ API_SCRIPT = textwrap.dedent(
     from nova_search import api
     url = sys.argv[1]
     r = api.load_results("api", url)
-    top = api.best("api", url, objective="output_throughput@best")[0]
-    front = api.best("api", url)
+    top = api.best_trials(r, objective="output_throughput@best")[0]
+    front = api.best_trials(r)
     print(json.dumps({
         "objectives": [[o.name, o.direction] for o in r.objectives],
-        "budget": r.budget, "budget_used": r.budget_used, "pareto": list(r.pareto_numbers),
+        "budget": r.budget, "budget_used": r.budget_used, "pareto": [int(k) for k in r.front_keys],
         "trials": [
             {"number": t.number, "state": t.state, "role": t.role, "values": t.values,
              "feasible": t.feasible, "params": t.params, "constraints": t.constraints,
              "levels": [lv.as_dict() for lv in t.levels], "argv": t.argv,
-             "deployable": t.deployable_argv, "version": t.engine_version, "timing": t.timing}
+             "deployable": t.deployable_argv, "version": t.engine_version, "timing": t.timing,
+             "config": t.config.as_dict()}
             for t in r.trials
         ],
         "top": top.number, "front": [t.number for t in front],
-        "export": api.export_launch(top, "vllm"),
+        "export": api.export_launch(top, "vllm"), "tuned": api.tuned_baseline(r).number,
     }))
     """
 )
@@ -268,16 +262,19 @@ def test_api_from_a_separate_process(url, stored):
         assert d["values"] == t.values
         assert d["params"] == t.params
         assert d["constraints"] == t.constraints
-        assert d["levels"] == t.user_attrs["nova:levels"]
+        assert d["levels"] == t.user_attrs[schema.LEVELS.key]
         assert [lv["concurrency"] for lv in d["levels"]] == [1, 4]
         # the same measurements as nova's table
         mine = [row for row in rows if row["trial_number"] == t.number]
         assert [row["output_throughput"] for row in mine] == [lv["output_throughput"] for lv in d["levels"]]
-        assert d["argv"] == t.user_attrs["nova:argv"]
-        assert d["deployable"] == deployable_argv(t.user_attrs["nova:argv"])
-        assert d["version"] == t.user_attrs["nova:engine_version"]
-        assert d["timing"] == t.user_attrs["nova:timing"]
-    assert shlex.split(got["export"]) == got["trials"][got["top"]]["deployable"]
+        assert d["argv"] == t.user_attrs[schema.ARGV.key]
+        assert d["deployable"] == deployable_argv(t.user_attrs[schema.ARGV.key])
+        assert d["version"] == t.user_attrs[schema.ENGINE_VERSION.key]
+        assert d["timing"] == t.user_attrs[schema.TIMING.key]
+        assert d["config"] == t.user_attrs[schema.CONFIG.key]
+    deployable = got["trials"][got["top"]]["deployable"]
+    assert shlex.split(got["export"].splitlines()[-1])[3:] == deployable[deployable.index("fake-model") + 1 :]
+    assert got["tuned"] == got["top"]  # no drafter: the best by the first objective is the tuned baseline
 
 
 def test_storage_errors_are_one_masked_line(url):
@@ -297,7 +294,7 @@ def test_storage_errors_are_one_masked_line(url):
 def test_reading_an_empty_database_creates_nothing():
     with fresh_database() as empty:
         r = cli("status", NAME, "--storage", empty)
-        assert r.returncode == 1 and "no Optuna study tables" in r.stderr
+        assert r.returncode == 1 and "no Optuna study tables there" in r.stderr
         libpq = empty.replace("postgresql+psycopg://", "postgresql://", 1)
         with psycopg.connect(libpq) as conn:
             (n,) = conn.execute(

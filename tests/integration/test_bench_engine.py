@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,10 @@ import optuna
 import pytest
 import yaml
 
-from nova_search.trial import A_ARGV, A_ENGINE_VERSION, A_LEVELS, A_MESSAGE, A_REASON
-from tests.conftest import REPO, tiny_spec, vllm_processes
+from nova_search import schema
+from tests.support import REPO
+from tests.support.specs import tiny_spec
+from tests.support.workers import vllm_processes
 
 pytestmark = pytest.mark.slow
 
@@ -106,17 +108,17 @@ def test_vllm_serve_launcher_runs_a_trial(engine_python: str, tiny_model: Path, 
 
     (trial,) = optuna.load_study(study_name="launcher", storage=url).get_trials()
     assert trial.state == optuna.trial.TrialState.COMPLETE, (
-        trial.user_attrs.get(A_REASON),
-        trial.user_attrs.get(A_MESSAGE),
+        trial.user_attrs.get(schema.REASON.key),
+        trial.user_attrs.get(schema.MESSAGE.key),
     )
-    argv = trial.user_attrs[A_ARGV]
+    argv = trial.user_attrs[schema.ARGV.key]
     assert argv[:3] == [str(launcher), "serve", str(tiny_model)]  # `vllm serve MODEL`, no --model
     assert "--model" not in argv and engine_python not in argv
     assert argv[argv.index("--served-model-name") + 1] == "tiny"
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert not any("api-key" in a for a in argv)
-    assert trial.user_attrs[A_ENGINE_VERSION].startswith("0.32.0")
-    levels = trial.user_attrs[A_LEVELS]
+    assert trial.user_attrs[schema.ENGINE_VERSION.key].startswith("0.32.0")
+    levels = trial.user_attrs[schema.LEVELS.key]
     assert [lv["concurrency"] for lv in levels] == [1, 2]
     assert all(lv["completed"] == 6 and lv["errors"] == 0 for lv in levels)
     assert left_behind(f"LAUNCHER_TEST_RUN={marker}") == set()

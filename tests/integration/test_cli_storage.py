@@ -2,33 +2,30 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import optuna
 import pytest
 
 from nova_search import study as nova_study
 from nova_search.spec import parse_spec
-from tests.conftest import REPO
+from tests.support import REPO
+from tests.support.cli import nova
 from tests.support.pg import fresh_database
-from tests.test_helpers import minimal_spec_dict
+from tests.support.specs import minimal_spec_dict
 
 pytestmark = pytest.mark.postgres
 
 
-def nova(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nova_search", *args], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-
-
-def test_worker_on_unreachable_database_masks_the_password():
-    r = nova("worker", "s", "--storage", "postgresql+psycopg://postgres:hunter2@127.0.0.1:1/x")
+def test_worker_on_unreachable_database_waits_then_says_so_masking_the_password():
+    url = "postgresql+psycopg://postgres:hunter2@127.0.0.1:1/x"
+    r = nova("worker", "s", "--storage", url, env={"NOVA_STORAGE_RETRY_S": "2"})
     assert r.returncode == 1
     assert "hunter2" not in r.stdout + r.stderr
-    assert "***" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 2 and "Traceback" not in r.stderr, r.stderr  # one warning, one error
+    assert "retrying for up to 2 s (NOVA_STORAGE_RETRY_S)" in lines[0]
+    masked = "postgresql+psycopg://postgres:***@127.0.0.1:1/x"
+    assert lines[1].startswith(f"error: cannot open storage {masked} after")
+    assert "attempts over 2 s: OperationalError (is the server up, the URL right?)" in lines[1]
 
 
 def test_worker_on_missing_study_names_the_studies_there():

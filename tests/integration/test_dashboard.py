@@ -19,27 +19,18 @@ from pathlib import Path
 import httpx
 import pytest
 
+from nova_search import schema
 from nova_search import study as nova_study
 from nova_search.engine.server import free_port
 from nova_search.spec import parse_spec
-from tests.conftest import REPO
-from tests.test_helpers import minimal_spec_dict
+from tests.support import REPO
+from tests.support.cli import nova
+from tests.support.specs import minimal_spec_dict
 
 pytestmark = pytest.mark.slow
 
 METRICS = ["output_throughput@best", "ttft_p99_ms@4"]
 LEVELS, REQUESTS = (1, 4), 6
-
-
-def nova(*args: str, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nova_search", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        **kw,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +124,9 @@ def test_metric_names_and_trial_states(detail):
     assert [t["state"] for t in body["trials"]] == ["Complete", "Complete", "Fail", "Pruned"]
     for t in body["trials"]:
         attrs = {a["key"]: a["value"] for a in t["user_attrs"]}
-        assert 0 < len(attrs["nova:summary"]) <= 200, attrs
+        assert 0 < len(attrs[schema.SUMMARY.key]) <= 200, attrs
     fail = {a["key"]: a["value"] for a in body["trials"][2]["user_attrs"]}
-    assert fail["nova:summary"].startswith(fail["nova:reason"] + ":")
+    assert fail[schema.SUMMARY.key].startswith(fail[schema.REASON.key] + ":")
 
 
 def test_every_finished_trial_has_its_note(detail):
@@ -157,11 +148,12 @@ def test_study_note_and_graphs(detail):
     _, body = detail
     note = body["note"]["body"]
     assert note.startswith("# dash\n") and "4 trials: 2 COMPLETE, 1 FAIL, 1 PRUNED" in note
-    assert "stock: trial 0 · best tuned: trial 1" in note
+    # the only non-speculative trial is stock: it is the tuned baseline (never the n-gram trial)
+    assert "stock: trial 0 · tuned: trial 0" in note
     graphs = {g["id"]: json.loads(g["graph_object"]) for g in body["plotly_graph_objects"]}
     assert set(graphs) == {"nova-throughput", "nova-latency", "nova-acceptance"}
     names = [t["name"] for t in graphs["nova-throughput"]["data"]]
-    assert names == ["stock (trial 0)", "best tuned (trial 1)"]
+    assert names == ["stock = tuned (trial 0)"]
     assert graphs["nova-throughput"]["data"][0]["x"] == [str(c) for c in LEVELS]
     assert all(y > 0 for t in graphs["nova-throughput"]["data"] for y in t["y"])
     assert [a["text"] for a in graphs["nova-latency"]["layout"]["annotations"]] == [

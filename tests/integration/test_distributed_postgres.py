@@ -13,81 +13,15 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from nova_search import schema
 from nova_search import study as nova_study
-from nova_search.db import LevelStore
-from nova_search.spec import parse_spec
-from tests.conftest import REPO
+from nova_search.db import LevelStore, count_toward_budget
+from tests.support import REPO
 from tests.support.pg import fresh_database, own_server
+from tests.support.specs import fake_spec
+from tests.support.workers import fake_engines, wait_until, worker
 
 pytestmark = pytest.mark.postgres
-
-FAKE = "tests.support.fake_engine"
-
-
-def fake_spec(n_trials: int, **changes: object):
-    raw = {
-        "name": "dist",
-        "model": {"path": "fake-model", "served_name": "fake", "vocab_size": 1000},
-        "engine": {
-            "command": [sys.executable, "-m", FAKE],
-            "device": "cpu",
-            "boot_timeout_s": 30,
-            "stop_timeout_s": 5,
-        },
-        "space": {
-            "max_num_seqs": {"low": 1, "high": 256, "log": True},
-            "enable_prefix_caching": {"choices": [True, False]},
-        },
-        "workload": {"input_len": 16, "output_len": 16},
-        "sweep": {"concurrency": [1, 4], "warmup_requests": 1, "requests": 8},
-        "objectives": [
-            {"metric": "output_throughput", "direction": "maximize"},
-            {"metric": "ttft_p99_ms", "direction": "minimize", "at": 4},
-        ],
-        "budget": {"n_trials": n_trials},
-        "baselines": [],
-    }
-    raw.update(changes)
-    return parse_spec(raw)
-
-
-def fake_engines() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
-    return [
-        ln
-        for ln in out.splitlines()
-        if (FAKE in ln or "time.sleep(3600)" in ln) and not ln.lstrip().startswith("Z")
-    ]
-
-
-def worker(url: str, tmp_path, name: str = "dist", **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nova_search",
-            "worker",
-            name,
-            "--storage",
-            url,
-            "--artifacts-dir",
-            str(tmp_path / "artifacts"),
-        ],
-        cwd=REPO,
-        env={**os.environ, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def test_four_workers_run_exactly_the_budget(tmp_path):
@@ -138,7 +72,7 @@ def test_killed_worker_trial_fails_over_and_is_retried(tmp_path):
         assert retry.system_attrs["failed_trial"] == stale.number
         assert retry.state == TrialState.COMPLETE
         assert retry.params == stale.params  # the same configuration, run again
-        assert nova_study.count_toward_budget(trials) == 2
+        assert count_toward_budget(trials) == 2
     assert fake_engines() == []
 
 
@@ -168,8 +102,8 @@ def test_postgres_restart_mid_study_loses_nothing(tmp_path):
         after = {t.number: t.values for t in trials if t.state == TrialState.COMPLETE}
         for number, values in before.items():
             assert after[number] == values  # nothing completed before the restart was lost
-        assert nova_study.count_toward_budget(trials) == 6
-        assert len(after) >= 5, [(t.number, t.state, t.user_attrs.get("nova:message")) for t in trials]
+        assert count_toward_budget(trials) == 6
+        assert len(after) == 6, [(t.number, t.state, t.user_attrs.get(schema.MESSAGE.key)) for t in trials]
         with LevelStore(pg.url) as store:
             rows = store.rows("dist")
         assert {r["trial_number"] for r in rows} >= set(after)

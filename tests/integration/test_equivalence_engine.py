@@ -24,7 +24,7 @@ from nova_search.engine.server import Server, free_port
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.reference import REFERENCE_OUTPUT_LEN, collect_outputs, reference_prompts
 from nova_search.spec import EngineSpec, ModelSpec, parse_spec
-from tests.conftest import tiny_spec
+from tests.support.specs import tiny_spec
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.conftest import REPO, vllm_processes
+from nova_search import schema
+from tests.support import REPO
+from tests.support.workers import vllm_processes
 
 pytestmark = pytest.mark.slow
 
@@ -50,19 +52,19 @@ def test_a_staged_cpu_study_end_to_end(engine_python: str, tiny_model: Path, tmp
     assert [t.state.name for t in tune] == ["COMPLETE", "COMPLETE"]
     trials = spec.get_trials()
     assert [t.state.name for t in trials] == ["COMPLETE"] * 4, [
-        t.user_attrs.get("nova:message") for t in trials
+        t.user_attrs.get(schema.MESSAGE.key) for t in trials
     ]
-    assert trials[0].user_attrs["nova:role"] == "tuned"
-    assert trials[0].user_attrs["nova:config"] == spec.user_attrs["nova:base"]["config"]
-    methods = [t.user_attrs["nova:config"]["speculative"]["method"] for t in trials[1:]]
+    assert trials[0].user_attrs[schema.ROLE.key] == "tuned"
+    assert trials[0].user_attrs[schema.CONFIG.key] == spec.user_attrs[schema.BASE.key]["config"]
+    methods = [t.user_attrs[schema.CONFIG.key]["speculative"]["method"] for t in trials[1:]]
     assert methods == ["ngram", "draft_model", "eagle3"]
     for t in trials[1:]:
         # the engine really drafted: acceptance counters from its /metrics, per level
-        levels = t.user_attrs["nova:levels"]
+        levels = t.user_attrs[schema.LEVELS.key]
         assert all(lv["spec_acceptance_rate"] is not None for lv in levels), t.number
-        assert len(t.user_attrs["nova:repeats"]["1"]) == 3  # three windows a level: verdicts possible
-        ref = t.user_attrs["nova:reference_outputs"]
-        assert ref == trials[0].user_attrs["nova:reference_outputs"]  # the same greedy tokens as tuned
+        assert len(t.user_attrs[schema.REPEATS.key]["1"]) == 3  # three windows a level: verdicts possible
+        ref = t.user_attrs[schema.REFERENCE.key]
+        assert ref == trials[0].user_attrs[schema.REFERENCE.key]  # the same greedy tokens as tuned
 
     p = subprocess.run(
         [

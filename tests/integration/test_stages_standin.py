@@ -5,17 +5,19 @@ command that takes STUDY accepts the one name."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import optuna
 import pytest
 import yaml
 
+from nova_search import schema
 from nova_search import study as nova_study
+from nova_search.db import open_storage
+from nova_search.results.load import load_results
+from nova_search.results.select import tuned_baseline
 from nova_search.spec import load_spec
-from tests.conftest import REPO
-from tests.test_helpers import minimal_spec_dict
+from tests.support.cli import nova
+from tests.support.specs import minimal_spec_dict
 
 pytestmark = pytest.mark.slow
 
@@ -48,12 +50,6 @@ def staged_spec_file(tmp_path, **changes) -> str:
     return str(path)
 
 
-def nova(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "nova_search", *args], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
-
-
 def test_a_staged_study_runs_both_stages_and_every_command_takes_its_name(tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
     spec = staged_spec_file(tmp_path)
@@ -64,25 +60,25 @@ def test_a_staged_study_runs_both_stages_and_every_command_takes_its_name(tmp_pa
     assert sorted(names) == ["staged.speculative", "staged.tune"]
     tune = optuna.load_study(study_name="staged.tune", storage=url)
     spec_study = optuna.load_study(study_name="staged.speculative", storage=url)
-    assert tune.user_attrs["nova:stage"] == "tune" and tune.user_attrs["nova:parent"] == "staged"
-    assert spec_study.user_attrs["nova:stage"] == "speculative"
+    assert tune.user_attrs[schema.STAGE.key] == "tune" and tune.user_attrs[schema.PARENT.key] == "staged"
+    assert spec_study.user_attrs[schema.STAGE.key] == "speculative"
 
     t_trials = tune.get_trials()
-    assert len(t_trials) == 2 and t_trials[0].user_attrs["nova:role"] == "stock"
-    assert all(t.user_attrs["nova:config"]["speculative"] is None for t in t_trials)  # tune: no drafter
+    assert len(t_trials) == 2 and t_trials[0].user_attrs[schema.ROLE.key] == "stock"
+    assert all(t.user_attrs[schema.CONFIG.key]["speculative"] is None for t in t_trials)  # tune: no drafter
 
-    base = spec_study.user_attrs["nova:base"]
-    best = nova_study.best_tuned_trial(t_trials, nova_study.load("staged", url)[1])
+    base = spec_study.user_attrs[schema.BASE.key]
+    best = tuned_baseline(load_results("staged.tune", url))  # the one definition every reader uses
     assert base["study"] == "staged.tune" and base["number"] == best.number
     s_trials = spec_study.get_trials()
     assert len(s_trials) == 3
     tuned = s_trials[0]
-    assert tuned.user_attrs["nova:role"] == "tuned"
-    assert tuned.user_attrs["nova:config"] == base["config"]  # the tuned stack, measured again
-    methods = [t.user_attrs["nova:config"]["speculative"]["method"] for t in s_trials[1:]]
+    assert tuned.user_attrs[schema.ROLE.key] == "tuned"
+    assert tuned.user_attrs[schema.CONFIG.key] == base["config"]  # the tuned stack, measured again
+    methods = [t.user_attrs[schema.CONFIG.key]["speculative"]["method"] for t in s_trials[1:]]
     assert methods == ["ngram", "draft_model"]  # every drafter once, before the sampler takes over
     for t in s_trials[1:]:
-        cfg = t.user_attrs["nova:config"]
+        cfg = t.user_attrs[schema.CONFIG.key]
         # the tuned stack is kept; only the limits that interact with drafting are searched again
         assert cfg["enable_prefix_caching"] == base["config"]["enable_prefix_caching"]
 
@@ -145,8 +141,8 @@ def test_the_speculative_stage_waits_for_the_tune_stage(tmp_path):
     spec = load_spec(spec_path)
     study = nova_study.create(spec, url, "staged")
     trial = study.ask()  # a trial of stage one, running elsewhere
-    storage = nova_study.open_storage(url)
-    assert nova_study._next_stage("staged", "speculative", study, spec, storage, url) is None
+    storage = open_storage(url)
+    assert nova_study.next_stage("staged", "speculative", study, spec, storage, url) is None
     assert "staged.speculative" not in optuna.study.get_all_study_names(url)
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
@@ -162,20 +158,20 @@ def test_a_speculative_only_study_builds_on_the_given_tuned_configuration(tmp_pa
     spec = load_spec(path)
     study = nova_study.create(spec, url, "reuse")
     assert study.study_name == "reuse.speculative"
-    base = study.user_attrs["nova:base"]
+    base = study.user_attrs[schema.BASE.key]
     assert base["config"]["max_num_seqs"] == 16 and base["config"]["enable_prefix_caching"] is False
     waiting = study.get_trials()
-    assert [t.user_attrs.get("nova:role") for t in waiting] == ["tuned", None, None]
+    assert [t.user_attrs.get(schema.ROLE.key) for t in waiting] == ["tuned", None, None]
     r = nova("run", path, "--storage", url, "--study-name", "reuse", "--artifacts-dir", str(tmp_path / "a"))
     assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
     done = optuna.load_study(study_name="reuse.speculative", storage=url).get_trials()
     assert [t.state.name for t in done] == ["COMPLETE"] * 3
-    assert done[0].user_attrs["nova:config"]["max_num_seqs"] == 16
+    assert done[0].user_attrs[schema.CONFIG.key]["max_num_seqs"] == 16
 
 
 def test_a_tune_stage_measures_the_given_tuned_configuration_as_a_reference(tmp_path):
     url = f"sqlite:///{tmp_path}/s.db"
     spec = load_spec(staged_spec_file(tmp_path, tuned={"max_num_seqs": 16}))
     study = nova_study.create(spec, url, "ref")
-    roles = [t.user_attrs.get("nova:role") for t in study.get_trials()]
+    roles = [t.user_attrs.get(schema.ROLE.key) for t in study.get_trials()]
     assert roles == ["stock", "reference"]

@@ -18,10 +18,12 @@ import sys
 import optuna
 import pytest
 
+from nova_search import schema
 from nova_search import study as nova_study
 from nova_search.spec import parse_spec
-from nova_search.trial import A_ARGV, A_ENGINE_VERSION, A_LEVELS, A_LOG_TAIL, A_MESSAGE, A_REASON, A_TIMING
-from tests.conftest import REPO, tiny_spec, vllm_processes
+from tests.support import REPO
+from tests.support.specs import tiny_spec
+from tests.support.workers import vllm_processes
 
 pytestmark = pytest.mark.slow
 
@@ -91,11 +93,11 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     # the stock baseline: engine.defaults only, nothing searched
     assert stock.state == optuna.trial.TrialState.COMPLETE
     assert stock.params == {}
-    assert "--max-num-seqs" not in stock.user_attrs[A_ARGV]
+    assert "--max-num-seqs" not in stock.user_attrs[schema.ARGV.key]
 
     # n-gram speculation: measured, values and constraints stored, exact argv recorded
-    assert ngram.state == optuna.trial.TrialState.COMPLETE, ngram.user_attrs.get(A_MESSAGE)
-    argv = ngram.user_attrs[A_ARGV]
+    assert ngram.state == optuna.trial.TrialState.COMPLETE, ngram.user_attrs.get(schema.MESSAGE.key)
+    argv = ngram.user_attrs[schema.ARGV.key]
     assert argv[:3] == [engine_python, "-m", "vllm.entrypoints.openai.api_server"]
     spec_json = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec_json == {
@@ -106,8 +108,8 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     }
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert not any("api-key" in a for a in argv)
-    assert ngram.user_attrs[A_ENGINE_VERSION] == "0.32.0"
-    levels = ngram.user_attrs[A_LEVELS]
+    assert ngram.user_attrs[schema.ENGINE_VERSION.key] == "0.32.0"
+    levels = ngram.user_attrs[schema.LEVELS.key]
     assert [lv["concurrency"] for lv in levels] == [1, 2]
     for lv in levels:
         assert lv["completed"] == 12 and lv["errors"] == 0  # two windows of 6 requests
@@ -119,30 +121,30 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     assert ngram.values[0] == pytest.approx(best_tput)
     assert ngram.values[1] == pytest.approx(levels[1]["ttft_p99_ms"])
     assert ngram.constraints == {"ttft_p99_ms<=60000@2": pytest.approx(levels[1]["ttft_p99_ms"] - 60000)}
-    assert ngram.user_attrs[A_TIMING]["boot_s"] > 1
+    assert ngram.user_attrs[schema.TIMING.key]["boot_s"] > 1
     # repeated windows: per-window figures, a median interval per headline metric, the saturation read
     for c in ("1", "2"):
-        assert len(ngram.user_attrs["nova:repeats"][c]) == 2
-        ci = ngram.user_attrs["nova:intervals"][c]["output_throughput"]
+        assert len(ngram.user_attrs[schema.REPEATS.key][c]) == 2
+        ci = ngram.user_attrs[schema.INTERVALS.key][c]["output_throughput"]
         assert ci["low"] <= ci["mid"] <= ci["high"]
-    assert "limiter" in ngram.user_attrs["nova:saturation"]
+    assert "limiter" in ngram.user_attrs[schema.SATURATION.key]
 
     # suffix decoding needs arctic-inference, which the engine's environment lacks: never launched
     assert suffix.state == optuna.trial.TrialState.PRUNED
-    assert suffix.user_attrs[A_REASON] == "incompatible"
-    assert "suffix_needs_arctic_inference" in suffix.user_attrs[A_MESSAGE]
-    assert A_ARGV not in suffix.user_attrs
+    assert suffix.user_attrs[schema.REASON.key] == "incompatible"
+    assert "suffix_needs_arctic_inference" in suffix.user_attrs[schema.MESSAGE.key]
+    assert schema.ARGV.key not in suffix.user_attrs
 
     # a failure the table does not know: booted, failed, classified from the engine's own words
     assert oom.state == optuna.trial.TrialState.FAIL
-    assert oom.user_attrs[A_REASON] == "oom", oom.user_attrs.get(A_LOG_TAIL, "")[-1500:]
-    assert "Engine core initialization failed" in oom.user_attrs[A_LOG_TAIL]
+    assert oom.user_attrs[schema.REASON.key] == "oom", oom.user_attrs.get(schema.LOG_TAIL.key, "")[-1500:]
+    assert "Engine core initialization failed" in oom.user_attrs[schema.LOG_TAIL.key]
 
     # a combination the compatibility table knows is bad is never launched
     assert refused.state == optuna.trial.TrialState.PRUNED
-    assert refused.user_attrs[A_REASON] == "incompatible"
-    assert "chunked_prefill_budget" in refused.user_attrs[A_MESSAGE]
-    assert A_ARGV not in refused.user_attrs
+    assert refused.user_attrs[schema.REASON.key] == "incompatible"
+    assert "chunked_prefill_budget" in refused.user_attrs[schema.MESSAGE.key]
+    assert schema.ARGV.key not in refused.user_attrs
 
     _check_dashboard_notes_and_artifacts(url, tmp_path / "artifacts", trials)
     assert "Pareto-optimal trials" in proc.stdout
@@ -223,7 +225,7 @@ def test_two_workers_share_a_postgres_study_on_real_engine(engine_python, tiny_m
         trials = optuna.load_study(study_name="pair", storage=url).get_trials()
         assert len(trials) == 3
         assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 3, [
-            (t.user_attrs.get(A_REASON), t.user_attrs.get(A_MESSAGE)) for t in trials
+            (t.user_attrs.get(schema.REASON.key), t.user_attrs.get(schema.MESSAGE.key)) for t in trials
         ]
         with LevelStore(url) as store:
             rows = store.rows("pair")

@@ -11,10 +11,12 @@ import time
 import optuna
 import pytest
 
+from nova_search import schema
 from nova_search import study as nova_study
 from nova_search.spec import parse_spec
-from nova_search.trial import A_REASON
-from tests.conftest import REPO, tiny_spec, vllm_processes
+from tests.support import REPO
+from tests.support.specs import tiny_spec
+from tests.support.workers import vllm_processes
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +85,7 @@ def test_sigterm_stops_server_and_fails_trial_as_interrupted(engine_python, tiny
     assert worker.returncode == 130, out[-2000:]
     (trial,) = optuna.load_study(study_name="t", storage=url).get_trials()
     assert trial.state == optuna.trial.TrialState.FAIL
-    assert trial.user_attrs[A_REASON] == "interrupted"
+    assert trial.user_attrs[schema.REASON.key] == "interrupted"
     assert vllm_processes() - before == set()
 
 

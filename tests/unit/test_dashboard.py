@@ -12,8 +12,9 @@ import pytest
 from optuna.artifacts import FileSystemArtifactStore, download_artifact, get_all_artifact_meta
 from optuna_dashboard import get_note
 
-from nova_search.api import study_results
+from nova_search import schema
 from nova_search.artifacts import append_jsonl, request_rows, upload_files
+from nova_search.engine.config import EngineConfig
 from nova_search.records import RequestRecord
 from nova_search.report.dashboard import (
     GRAPH_ACCEPTANCE,
@@ -22,34 +23,25 @@ from nova_search.report.dashboard import (
     after_trial,
     dashboard_figures,
     refresh_dashboard,
-    save_trial_note,
     study_note_markdown,
     trial_note_markdown,
+    write_trial_note,
 )
-from nova_search.report.data import ranked_tuned, trial_curves
-from tests.unit.test_report_data import OBJECTIVES, SPEC, lv, mk, study
+from nova_search.report.data import trial_curves
+from nova_search.results.decode import study_results
+from nova_search.results.select import ranked_plain
+from tests.support.builders import REPORT_OBJECTIVES as OBJECTIVES
+from tests.support.builders import full_report_study
+from tests.support.builders import level as lv
+from tests.support.builders import report_study as study
+from tests.support.builders import report_trial as mk
 
 ARGV = ("python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m", "--port", "1")
 
 
 @pytest.fixture
 def full():
-    return study(
-        mk(0, [lv(1, 100, 20), lv(8, 400, 80)], role="stock"),
-        mk(1, [lv(1, 110, 18), lv(8, 600, 60)]),
-        mk(2, [lv(1, 90, 10), lv(8, 500, 40)]),
-        mk(
-            3,
-            [
-                lv(1, 150, 15, spec_acceptance_rate=0.6, kv_cache_usage_peak=0.25),
-                lv(8, 700, 90, spec_acceptance_rate=0.5, kv_cache_usage_peak=0.93),
-            ],
-            config={"max_num_seqs": 16, "speculative": SPEC},
-        ),
-        mk(4, [lv(1, 999, 1), lv(8, 9999, 1)], constraints={"c": 1.0}),  # infeasible
-        mk(5, [lv(1, 50, 10)], state="FAIL", reason="oom", message="CUDA out of memory"),
-        pareto=(2, 3),
-    )
+    return full_report_study()
 
 
 def table_rows(md: str, header_start: str) -> list[list[str]]:
@@ -120,22 +112,22 @@ def test_trial_note_of_failed_and_pruned_trials(full):
 
 
 def test_markdown_cells_escape_pipes(full):
-    t = replace(full.trial(1), config={"attention_backend": "a|b"})
+    t = replace(full.trial(1), config=EngineConfig(attention_backend="a|b"))
     assert "attention_backend=a\\|b" in trial_note_markdown(t)
 
 
 # ---------------------------------------------------------------- study note
 
 
-def test_study_note_stock_vs_best_and_the_front(full):
+def test_study_note_stock_vs_tuned_and_the_front(full):
     md = study_note_markdown(full)
     assert md.startswith("# rep\n")
     assert "6 trials: 5 COMPLETE, 1 FAIL" in md
     assert "`output_throughput@best` (maximize), `ttft_p99_ms@8` (minimize)" in md
-    assert "stock: trial 0 · best tuned: trial 3 (max_num_seqs=16 spec=ngram/k3)" in md
+    assert "stock: trial 0 · tuned: trial 1 (max_num_seqs=8 enable_prefix_caching=False)" in md
     rows = table_rows(md, "| concurrency")
-    assert rows[0][:4] == ["1", "100.0", "150.0", "+50.0%"]
-    assert rows[1][:6] == ["8", "400.0", "700.0", "+75.0%", "80.0", "90.0"]
+    assert rows[0][:4] == ["1", "100.0", "110.0", "+10.0%"]
+    assert rows[1][:6] == ["8", "400.0", "600.0", "+50.0%", "80.0", "60.0"]
     front = table_rows(md, "| trial")
     assert [r[0] for r in front] == ["3", "2"]  # best first by the first objective
     assert front[1][2:4] == ["500", "40"]
@@ -153,38 +145,39 @@ def test_study_note_says_what_is_missing():
     assert "No COMPLETE stock baseline and no feasible tuned trial yet." in md
     assert "No feasible COMPLETE trial yet." in md
     md = study_note_markdown(study(mk(0, [lv(8, 20, 2)], state="FAIL", role="stock"), mk(1, [lv(8, 30, 3)])))
-    assert "stock: trial 0 ended FAIL · best tuned: trial 1" in md
+    assert "stock: trial 0 ended FAIL · tuned: trial 1" in md
     assert table_rows(md, "| concurrency")[0][:4] == ["8", "–", "30.0", "–"]
 
 
 # ---------------------------------------------------------------- figures
 
 
-def test_curves_are_stock_best_and_leading_candidates(full):
-    assert [t.number for t in ranked_tuned(full)] == [3, 1, 2]  # infeasible 4 and stock 0 never count
+def test_curves_are_stock_tuned_and_runners_up(full):
+    # non-speculative, feasible: the tuned baseline first; speculative 3 and infeasible 4 never count
+    assert [t.number for t in ranked_plain(full)] == [1, 2, 0]
     curves = trial_curves(full, candidates=1)
     assert [(c.trial_number, c.kind, c.label) for c in curves] == [
-        (0, "stock", "stock (trial 0)"),
-        (3, "best tuned", "best tuned (trial 3)"),
-        (1, "candidate", "trial 1"),
+        ("0", "stock", "stock (trial 0)"),
+        ("1", "tuned", "tuned (trial 1)"),
+        ("2", "candidate", "trial 2"),
     ]
-    assert curves[1].points("output_throughput") == ((1, 8), (150, 700))
+    assert curves[1].points("output_throughput") == ((1, 8), (110, 600))
 
 
 def test_dashboard_figures(full):
     figs = dashboard_figures(full)
     assert list(figs) == [GRAPH_THROUGHPUT, GRAPH_LATENCY, GRAPH_ACCEPTANCE]
     tput = figs[GRAPH_THROUGHPUT]
-    assert [t.name for t in tput.data] == ["stock (trial 0)", "best tuned (trial 3)", "trial 1", "trial 2"]
-    assert list(tput.data[1].x) == ["1", "8"] and list(tput.data[1].y) == [150, 700]
+    assert [t.name for t in tput.data] == ["stock (trial 0)", "tuned (trial 1)", "trial 2"]
+    assert list(tput.data[1].x) == ["1", "8"] and list(tput.data[1].y) == [110, 600]
     lat = figs[GRAPH_LATENCY]
     titles = [a.text for a in lat.layout.annotations]
     assert titles == ["TTFT p99 (ms)", "TPOT p99 (ms)"]
     ttft = [t for t in lat.data if t.xaxis == "x"]
     tpot = [t for t in lat.data if t.xaxis == "x2"]
-    assert [list(t.y) for t in ttft][:2] == [[20, 80], [15, 90]]
+    assert [list(t.y) for t in ttft][:2] == [[20, 80], [18, 60]]
     assert [list(t.y) for t in tpot][0] == [21.0, 28.0]
-    assert sum(bool(t.showlegend) for t in lat.data) == 4  # one legend entry per trial
+    assert sum(bool(t.showlegend) for t in lat.data) == 3  # one legend entry per trial
     assert {t.line.color for t in ttft} == {t.line.color for t in tpot}
     acc = figs[GRAPH_ACCEPTANCE]
     assert [t.name for t in acc.data] == ["trial 3 (ngram/k3)"] and list(acc.data[0].y) == [0.6, 0.5]
@@ -236,43 +229,46 @@ def test_append_jsonl_never_raises(tmp_path, caplog):
 # ---------------------------------------------------------------- writers on a real (in-memory) study
 
 
-def _study_with_trials() -> tuple[optuna.Study, list[optuna.Trial]]:
+def _study_with_trials() -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     s = optuna.create_study(directions=["maximize", "minimize"])
     s.set_metric_names([o.name for o in OBJECTIVES])
     trials = []
     for i, state in enumerate(("COMPLETE", "FAIL")):
         t = s.ask()
-        t.set_user_attr("nova:levels", [lv(1, 100 + i, 20).as_dict(), lv(8, 400 + i, 80).as_dict()])
-        t.set_user_attr("nova:argv", list(ARGV))
+        schema.LEVELS.write(t, (lv(1, 100 + i, 20), lv(8, 400 + i, 80)))
+        schema.ARGV.write(t, ARGV)
+        schema.CONFIG.write(t, EngineConfig(max_num_seqs=8 + i))
         if state == "COMPLETE":
             s.tell(t, [400.0, 80.0])
         else:
-            t.set_user_attr("nova:reason", "crash")
-            t.set_user_attr("nova:message", "the server died during concurrency 8")
+            schema.REASON.write(t, "crash")
+            schema.MESSAGE.write(t, "the server died during concurrency 8")
             s.tell(t, state=optuna.trial.TrialState.FAIL)
-        trials.append(t)
+        trials.append(s.trials[t.number])
     return s, trials
 
 
 def test_after_trial_writes_the_trial_note_the_study_note_and_the_graphs():
     s, (done, failed) = _study_with_trials()
     assert after_trial(s, done) and after_trial(s, failed)
-    assert "| 8 | 400.0 |" in get_note(done)
-    assert "**crash**" in get_note(failed) and "the server died during concurrency 8" in get_note(failed)
+    note = lambda t: get_note(optuna.trial.Trial(s, t._trial_id))  # noqa: E731
+    assert "| 8 | 400.0 |" in note(done)
+    assert "**crash**" in note(failed) and "the server died during concurrency 8" in note(failed)
     assert get_note(s).startswith(f"# {s.study_name}\n") and "2 trials: 1 COMPLETE, 1 FAIL" in get_note(s)
     attrs = s._storage.get_study_system_attrs(s._study_id)
     graphs = {k.split(":")[2] for k in attrs if k.startswith("dashboard:plot_data:")}
     assert graphs == {GRAPH_THROUGHPUT, GRAPH_LATENCY}
     # a second refresh overwrites the graphs in place
-    assert refresh_dashboard(s, study_results(s, "memory"), policy_markdown="## Policy\n\nnone yet")
-    assert "## Policy" in get_note(s)
+    refresh_dashboard(s, study_results(s, "memory"))
     assert {k for k in s._storage.get_study_system_attrs(s._study_id) if "plot_data" in k} == {
         k for k in attrs if "plot_data" in k
     }
 
 
-def test_writers_log_and_never_raise(caplog, monkeypatch):
+def test_the_writers_raise_and_after_trial_warns_once(caplog, monkeypatch):
+    import nova_search.report.dashboard as dashboard
+
     s, (done, _failed) = _study_with_trials()
     results = study_results(s, "memory")
 
@@ -280,11 +276,15 @@ def test_writers_log_and_never_raise(caplog, monkeypatch):
         raise RuntimeError("database is away")
 
     monkeypatch.setattr(s._storage, "set_study_system_attr", broken)
+    monkeypatch.setattr(dashboard, "_said", set())
+    with pytest.raises(RuntimeError):
+        write_trial_note(s, results.trial(0), done._trial_id, results.objectives)
+    with pytest.raises(RuntimeError):
+        refresh_dashboard(s, results)
     with caplog.at_level(logging.WARNING, logger="nova_search"):
-        assert save_trial_note(done, results.trial(0), results.objectives) is False
-        assert refresh_dashboard(s, results) is False
         assert after_trial(s, done) is False
-    assert caplog.text.count("database is away") == 4
+        assert after_trial(s, done) is False
+    assert caplog.text.count("database is away") == 1  # warned once, visibly
 
 
 def test_upload_files_attaches_artifacts_to_the_running_trial(tmp_path, caplog):

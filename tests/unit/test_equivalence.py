@@ -164,8 +164,9 @@ def test_collect_outputs_never_raises_for_a_request() -> None:
 def test_outputs_round_trip_through_json() -> None:
     import json
 
-    from nova_search.loadgen.reference import outputs_as_dict, outputs_from_dict
     from nova_search.records import ReferenceOutputs
+    from nova_search.schema import decode_reference as outputs_from_dict
+    from nova_search.schema import encode_reference as outputs_as_dict
 
     out = ReferenceOutputs(token_ids=((1, 2, 3), ()), errors=("", "HTTP 500: boom"))
     assert outputs_from_dict(json.loads(json.dumps(outputs_as_dict(out)))) == out

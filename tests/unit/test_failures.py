@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from nova_search.db import mask as mask_url
 from nova_search.engine.server import classify_failure
-from nova_search.study import mask_url
 
 CPU_OOM = """\
 (EngineCore_DP0 pid=4121) ERROR 11-30 05:40:12 [core.py:708] EngineCore failed to start.

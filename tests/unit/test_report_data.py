@@ -4,167 +4,64 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
-from datetime import datetime, timedelta
 
 import pytest
-from optuna.distributions import CategoricalDistribution, IntDistribution, distribution_to_json
 from plotly.offline import get_plotlyjs
 
-from nova_search.api import Objective, StudyResults, TrialResult
-from nova_search.metrics import LevelResult
 from nova_search.report.data import (
     acceptance_table,
-    best_tuned,
     build_report_data,
     cost_table,
-    hypervolume,
-    hypervolume_history,
     latency_table,
-    param_importances,
     pareto_points,
     saturation_table,
-    stock_trial,
     throughput_table,
 )
 from nova_search.report.html import render_html, write_report
-
-OBJECTIVES = (
-    Objective("output_throughput@best", "output_throughput", "best", "maximize", 0),
-    Objective("ttft_p99_ms@8", "ttft_p99_ms", 8, "minimize", 1),
-)
-DISTS = {
-    "max_num_seqs": distribution_to_json(IntDistribution(1, 256, log=True)),
-    "enable_prefix_caching": distribution_to_json(CategoricalDistribution([True, False])),
-}
-T0 = datetime(2026, 1, 1)
-
-
-def lv(c: int, tok_s: float, ttft_p99: float, **kw) -> LevelResult:
-    base = dict(
-        concurrency=c,
-        requests=10,
-        completed=10,
-        errors=0,
-        error_rate=0.0,
-        duration_s=2.0,
-        input_tokens=100,
-        output_tokens=int(tok_s * 2),
-        output_throughput=tok_s,
-        total_token_throughput=tok_s + 50,
-        request_throughput=5.0,
-        ttft_mean_ms=ttft_p99 / 2,
-        ttft_p99_ms=ttft_p99,
-        tpot_mean_ms=10.0 + c,
-        tpot_p99_ms=20.0 + c,
-        itl_mean_ms=9.0 + c,
-        itl_p99_ms=30.0 + c,
-        e2e_mean_ms=500.0 + c,
-        e2e_p99_ms=900.0 + c,
-    )
-    base.update(kw)
-    return LevelResult(**base)
-
-
-def mk(
-    number: int,
-    levels: list[LevelResult],
-    *,
-    role: str = "search",
-    state: str = "COMPLETE",
-    constraints: dict[str, float] | None = None,
-    params: dict | None = None,
-    config: dict | None = None,
-    **kw,
-) -> TrialResult:
-    values = None
-    if state == "COMPLETE":
-        values = (
-            max(x.output_throughput for x in levels),
-            next(x.ttft_p99_ms for x in levels if x.concurrency == 8),
-        )
-    constraints = constraints or {}
-    if params is None:
-        params = (
-            {}
-            if role == "stock"
-            else {"max_num_seqs": 4 * (number + 1), "enable_prefix_caching": number % 2 == 0}
-        )
-    return TrialResult(
-        number=number,
-        state=state,
-        role=role,
-        params=params,
-        distributions={k: DISTS[k] for k in params},
-        config=config or dict(params),
-        values=values,
-        constraints=constraints,
-        feasible=state == "COMPLETE" and all(v <= 0 for v in constraints.values()),
-        levels=tuple(levels),
-        argv=("vllm", "serve", "m", "--host", "127.0.0.1", "--port", "1"),
-        deployable_argv=("vllm", "serve", "m"),
-        datetime_start=T0 + timedelta(minutes=number),
-        datetime_complete=T0 + timedelta(minutes=number, seconds=30),
-        **kw,
-    )
-
-
-SPEC = {"method": "ngram", "num_speculative_tokens": 3}
-
-
-def study(*trials: TrialResult, pareto: tuple[int, ...] = ()) -> StudyResults:
-    return StudyResults("rep", "sqlite:///r.db", OBJECTIVES, tuple(trials), pareto_numbers=pareto)
+from nova_search.report.search import hypervolume, hypervolume_history, param_importances
+from nova_search.results.select import stock_trial, tuned_baseline
+from nova_search.results.verdict import verdict_of
+from tests.support.builders import full_report_study
+from tests.support.builders import level as lv
+from tests.support.builders import report_study as study
+from tests.support.builders import report_trial as mk
 
 
 @pytest.fixture
-def full() -> StudyResults:
-    return study(
-        mk(0, [lv(1, 100, 20), lv(8, 400, 80)], role="stock"),
-        mk(1, [lv(1, 110, 18), lv(8, 600, 60)]),
-        mk(2, [lv(1, 90, 10), lv(8, 500, 40)]),
-        mk(
-            3,
-            [
-                lv(1, 150, 15, spec_acceptance_rate=0.6, spec_mean_acceptance_length=2.8),
-                lv(8, 700, 90, spec_acceptance_rate=0.5, spec_mean_acceptance_length=2.5),
-            ],
-            config={"max_num_seqs": 16, "speculative": SPEC},
-        ),
-        mk(4, [lv(1, 999, 1), lv(8, 9999, 1)], constraints={"c": 1.0}),  # infeasible
-        mk(5, [lv(1, 50, 10)], state="FAIL", reason="oom", message="CUDA out of memory"),
-        pareto=(2, 3),
-    )
+def full():
+    return full_report_study()
 
 
-def test_stock_and_best_tuned(full):
+def test_stock_and_tuned(full):
     assert stock_trial(full).number == 0
-    assert best_tuned(full).number == 3  # infeasible 4 and the stock never count
+    assert tuned_baseline(full).number == 1  # speculative 3 and infeasible 4 never count
     faster_stock = study(mk(0, [lv(8, 5000, 1)], role="stock"), mk(1, [lv(8, 10, 1)]))
-    assert best_tuned(faster_stock).number == 1
+    assert tuned_baseline(faster_stock).number == 0  # nothing beat stock: stock is the tuned configuration
 
 
 def test_throughput_table_per_concurrency(full):
-    rows = throughput_table(stock_trial(full), best_tuned(full))
-    assert [(r.concurrency, r.stock_tok_s, r.tuned_tok_s) for r in rows] == [(1, 100, 150), (8, 400, 700)]
-    assert rows[0].delta_pct == pytest.approx(50.0)
-    assert rows[1].delta_pct == pytest.approx(75.0)
+    rows = throughput_table(stock_trial(full), tuned_baseline(full))
+    assert [(r.concurrency, r.stock_tok_s, r.tuned_tok_s) for r in rows] == [(1, 100, 110), (8, 400, 600)]
+    assert rows[0].delta_pct == pytest.approx(10.0)
+    assert rows[1].delta_pct == pytest.approx(50.0)
     # a level only one side measured: no %
     rows = throughput_table(mk(0, [lv(8, 400, 80)], role="stock"), mk(1, [lv(1, 100, 10), lv(8, 800, 5)]))
     assert [(r.concurrency, r.stock_tok_s, r.delta_pct) for r in rows] == [(1, None, None), (8, 400, 100.0)]
-    assert [r.stock_tok_s for r in throughput_table(None, best_tuned(full))] == [None, None]
+    assert [r.stock_tok_s for r in throughput_table(None, tuned_baseline(full))] == [None, None]
 
 
 def test_latency_table(full):
-    rows = latency_table(stock_trial(full), best_tuned(full))
+    rows = latency_table(stock_trial(full), tuned_baseline(full))
     assert [(r.concurrency, r.which, r.trial_number) for r in rows] == [
-        (1, "stock", 0),
-        (1, "tuned", 3),
-        (8, "stock", 0),
-        (8, "tuned", 3),
+        (1, "stock", "0"),
+        (1, "tuned", "1"),
+        (8, "stock", "0"),
+        (8, "tuned", "1"),
     ]
     r = rows[3]
     assert (r.ttft_mean_ms, r.ttft_p99_ms, r.tpot_p99_ms, r.itl_mean_ms, r.e2e_p99_ms) == (
-        45,
-        90,
+        30,
+        60,
         28,
         17,
         908,
@@ -185,7 +82,7 @@ def test_saturation_per_trial():
     growing = mk(1, [lv(1, 100, 1), lv(8, 600, 2)])
     one = mk(2, [lv(8, 100, 1)])
     rows = saturation_table(study(flat, growing, one))
-    assert [r.trial_number for r in rows] == [0, 1]  # one level: not judged
+    assert [r.trial_number for r in rows] == ["0", "1"]  # one level: not judged
     assert (rows[0].concurrency, rows[0].limiter, rows[0].output_throughput) == (8, "kv_cache", 400)
     assert rows[1].concurrency is None and "still grows" in rows[1].explanation
 
@@ -195,16 +92,16 @@ def test_acceptance_only_where_a_drafter_ran(full):
     assert [
         (r.trial_number, r.method, r.num_speculative_tokens, r.concurrency, r.acceptance_rate) for r in rows
     ] == [
-        (3, "ngram", 3, 1, 0.6),
-        (3, "ngram", 3, 8, 0.5),
+        ("3", "ngram", 3, 1, 0.6),
+        ("3", "ngram", 3, 8, 0.5),
     ]
 
 
 def test_pareto_points(full):
     pts = {p.trial_number: p for p in pareto_points(full)}
-    assert set(pts) == {0, 1, 2, 3, 4}  # the FAIL trial has no values
-    assert [n for n, p in pts.items() if p.on_front] == [2, 3]
-    assert not pts[4].feasible and pts[3].values == (700, 90)
+    assert set(pts) == {"0", "1", "2", "3", "4"}  # the FAIL trial has no values
+    assert [n for n, p in pts.items() if p.on_front] == ["2", "3"]
+    assert not pts["4"].feasible and pts["3"].values == (700, 90)
 
 
 def test_hypervolume_exact():
@@ -224,7 +121,7 @@ def test_hypervolume_exact():
 
 def test_hypervolume_history(full):
     history, ref = hypervolume_history(full)
-    assert [p.trial_number for p in history] == [0, 1, 2, 3]  # feasible COMPLETE, completion order
+    assert [p.trial_number for p in history] == ["0", "1", "2", "3"]  # feasible COMPLETE, completion order
     hv = [p.hypervolume for p in history]
     assert hv == sorted(hv) and hv[0] > 0
     # reference: worst of each objective, 10 % of the range further (in the objective's own terms)
@@ -248,14 +145,14 @@ def test_importances_need_two_trials_with_params(full):
 
 
 def test_cost_per_million_tokens(full):
-    stock, tuned = stock_trial(full), best_tuned(full)
+    stock, tuned = stock_trial(full), tuned_baseline(full)
     assert cost_table(stock, tuned, None) == []
-    rows = cost_table(stock, replace(tuned, config={**tuned.config, "tensor_parallel_size": 2}), 3.6)
+    rows = cost_table(stock, replace(tuned, config=tuned.config.with_values(tensor_parallel_size=2)), 3.6)
     by = {(r.concurrency, r.which): r for r in rows}
     assert by[(8, "stock")].usd_per_1m_tokens == pytest.approx(3.6 / (400 * 3600) * 1e6)  # 2.5
     assert by[(8, "stock")].usd_per_1m_tokens == pytest.approx(2.5)
     assert by[(8, "tuned")].gpus == 2
-    assert by[(8, "tuned")].usd_per_1m_tokens == pytest.approx(2 * 3.6 / (700 * 3600) * 1e6)
+    assert by[(8, "tuned")].usd_per_1m_tokens == pytest.approx(2 * 3.6 / (600 * 3600) * 1e6)
 
 
 def test_notes_say_what_is_missing():
@@ -265,12 +162,12 @@ def test_notes_say_what_is_missing():
     assert "Fewer than 2 COMPLETE trials (1)" in text
     assert "Cost omitted" in text
     assert "parameter importances need at least 2" in text
-    assert data.stock_trial is None and data.tuned_trial == 1
+    assert data.stock_trial is None and data.tuned_trial == "1"
     failed = mk(0, [lv(8, 1, 1)], role="stock", state="FAIL", reason="oom", message="CUDA OOM")
     data = build_report_data(study(failed))
     text = " ".join(data.notes)
     assert "stock baseline (trial 0) ended FAIL (oom: CUDA OOM)" in text
-    assert "No feasible COMPLETE tuned" in text and "no hypervolume history" in text
+    assert "No feasible COMPLETE non-speculative trial" in text and "no hypervolume history" in text
     with pytest.raises(ValueError, match="positive"):
         build_report_data(study(failed), gpu_hour_usd=-1)
 
@@ -293,7 +190,7 @@ def test_html_has_tables_figures_and_notes(full, tmp_path):
     assert page.count('class="plotly-graph-div"') == 6
     assert page.count(get_plotlyjs()[:300]) == 1  # plotly.js inlined exactly once
     assert "CUDA out of memory" in page  # the failed trial's reason
-    assert "<td>75</td>" in page  # % vs stock at concurrency 8, to 4 significant digits
+    assert "<td>50</td>" in page  # % vs stock at concurrency 8, to 4 significant digits
     out = write_report(data, tmp_path / "sub" / "r.html")
     assert out.read_text().startswith("<!DOCTYPE html>")
     assert [p.name for p in out.parent.iterdir()] == ["r.html"]  # no temporary file left behind
@@ -306,7 +203,10 @@ def test_html_has_tables_figures_and_notes(full, tmp_path):
 def test_saturation_judges_growth_against_the_repeats():
     levels = [lv(1, 100, 1), lv(8, 110, 2)]  # +10 %: growth beyond the 5 % tolerance
     plain = mk(0, levels)
-    noisy = replace(plain, repeats={1: (90, 100, 110, 95, 105), 8: (80, 110, 140, 100, 120)})
+    windows = {1: (90, 100, 110, 95, 105), 8: (80, 110, 140, 100, 120)}
+    noisy = replace(
+        plain, windows={c: tuple({"output_throughput": v} for v in vs) for c, vs in windows.items()}
+    )
     (a,) = saturation_table(study(plain))
     (b,) = saturation_table(study(noisy))
     assert a.concurrency is None  # without repeats it still grows
@@ -318,7 +218,7 @@ def test_stock_vs_tuned_vs_speculative_and_the_policy(full):
     v = data.verdict
     assert v is not None and v.tuned == "1"  # the verdict's tuned: the best non-speculative trial
     (ngram,) = v.drafters
-    assert ngram.status == "rejected" and "too few windows" in ngram.reason
+    assert ngram.status == "not_enough_evidence" and "not enough evidence (n=1" in ngram.reason
     rows = {r.concurrency: r for r in data.speculative}
     assert rows[8].stock_tok_s == 400 and rows[8].tuned_tok_s == 600 and rows[8].spec_tok_s == 700
     assert rows[8].spec_trial == "3" and rows[8].spec_method == "ngram"
@@ -326,7 +226,7 @@ def test_stock_vs_tuned_vs_speculative_and_the_policy(full):
     assert rows[8].spec_vs_tuned_pct == pytest.approx(700 / 600 * 100 - 100)
     html = render_html(data)
     assert "Stock vs tuned vs speculative, the verdict and the policy" in html
-    assert "Deployment policy" in html and "rejected" in html
+    assert "Deployment policy" in html and "not enough evidence" in html
 
 
 def test_no_speculative_trial_means_no_verdict_and_says_so():
@@ -336,14 +236,13 @@ def test_no_speculative_trial_means_no_verdict_and_says_so():
 
 
 def test_a_speculative_trial_whose_greedy_output_diverged_is_flagged(full):
-    from nova_search.api import verdict_of
     from nova_search.records import ReferenceOutputs
 
     same = ReferenceOutputs(token_ids=((1, 2, 3, 4),) * 8, errors=("",) * 8)
     other = ReferenceOutputs(token_ids=((9, 9, 9, 9),) * 8, errors=("",) * 8)
     trials = [replace(t, reference=same) for t in full.trials]
     ok = replace(full, trials=tuple(trials))
-    assert [d.status for d in verdict_of(ok).drafters] == ["rejected"]  # judged, equivalent
+    assert [d.status for d in verdict_of(ok).drafters] == ["not_enough_evidence"]  # equivalent
     trials[3] = replace(trials[3], reference=other)
     bad = verdict_of(replace(full, trials=tuple(trials)))
     (d,) = bad.drafters

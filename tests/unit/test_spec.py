@@ -292,25 +292,25 @@ def test_constraint_mapping_form_and_name() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "ttft_p99_ms < 500",
+        "ttft_p99_ms =< 500",
         "ttft_p99_ms == 500",
         "ttft_p99_ms <= fast",
         "<= 500",
-        "ttft_p99_ms <= 5 at 4",
+        "ttft_p99_ms <= 5 @",
     ],
 )
 def test_unreadable_constraint_string(tiny_raw: dict[str, Any], text: str) -> None:
     tiny_raw["constraints"] = [text]
     msg = spec_error(tiny_raw)
     assert "constraints.0" in msg
-    assert "cannot read constraint" in msg
-    assert "ttft_p99_ms <= 500 at concurrency 4" in msg  # the message shows the right form
+    assert "cannot read condition" in msg
+    assert "ttft_p99_ms <= 500 at concurrency 32" in msg  # the message shows the right form
 
 
 def test_constraint_unknown_metric_lists_valid_ones(tiny_raw: dict[str, Any]) -> None:
     tiny_raw["constraints"] = ["ttft_p98_ms <= 500"]
     msg = spec_error(tiny_raw)
-    assert "constraints.0.metric" in msg
+    assert "constraints.0" in msg
     assert "unknown metric 'ttft_p98_ms'" in msg
     for name in ("ttft_p99_ms", "tpot_p50_ms", "output_throughput", "spec_acceptance_rate"):
         assert name in msg

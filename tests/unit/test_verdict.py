@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from nova_search.analysis.verdict import Profile, build_verdict
+from nova_search.engine.config import EngineConfig
 
 LEVELS = (1, 4, 16, 64)
 BASE = {"kv_cache_dtype": "fp8", "max_num_seqs": 64, "speculative": None}
@@ -27,6 +28,7 @@ def profile(
     cfg = dict(config or BASE)
     if method != "none":
         cfg["speculative"] = {"method": method, "num_speculative_tokens": k}
+    engine_config = EngineConfig.from_dict(cfg)
     rng = np.random.default_rng(seed)
     levels, wins = {}, {}
     for lv, v in tok_s.items():
@@ -42,7 +44,7 @@ def profile(
         study=f"s.{stage}",
         number=int(number),
         role=role,
-        config=cfg,
+        config=engine_config,
         argv=("vllm", "serve", "m", key),
         levels=levels,
         windows=wins,
@@ -88,7 +90,7 @@ def test_a_drafter_that_never_clears_the_bar_is_rejected_with_its_data():
     v = verdict([STOCK, TUNED, ngram], tuned="spec#0")
     (d,) = v.drafters
     assert d.status == "rejected"
-    assert "never verified better than tuned" in d.reason
+    assert "rejected: verified loss against tuned" in d.reason
     assert len(d.per_level) == 4 and all(g.diff_pct is not None for g in d.per_level)
     assert [r.choice for r in v.policy] == ["tuned"]
     assert v.policy[0].min_concurrency == 1 and v.policy[0].max_concurrency is None
@@ -161,8 +163,20 @@ def test_one_window_per_level_never_verifies_and_says_why():
         [tuned, spec], metric="output_throughput", higher_is_better=True, levels=(1, 4), tuned="spec#0"
     )
     (d,) = v.drafters
-    assert d.status == "rejected" and "too few windows" in d.reason and "sweep.repeats" in d.reason
+    assert d.status == "not_enough_evidence" and "not enough evidence (n=1 at 1, 4)" in d.reason
+    assert "sweep.repeats >= 3" in d.reason and "measured so far 1: +100.0 %, 4: +100.0 %" in d.reason
     assert [r.choice for r in v.policy] == ["tuned"]
+    assert any("not enough evidence to judge ngram" in n for n in v.notes)
+    assert not any("does not pay" in n for n in v.notes)
+
+
+def test_enough_windows_and_no_gain_is_a_rejection_without_a_loss():
+    same = profile("spec#2", {1: 100, 4: 300, 16: 800, 64: 1200}, method="ngram", k=4, seed=9, noise=0.05)
+    v = verdict([TUNED, same], tuned="spec#0")
+    (d,) = v.drafters
+    assert [g.verdict for g in d.per_level] == ["not_verified"] * 4
+    assert d.status == "rejected" and "rejected: never verified better than tuned" in d.reason
+    assert any("does not pay" in n for n in v.notes)
 
 
 def test_a_latency_objective_ranks_by_lower_is_better():
@@ -197,7 +211,8 @@ def test_a_latency_objective_ranks_by_lower_is_better():
     ]
 
 
-def test_without_a_named_tuned_the_best_plain_non_stock_trial_is_tuned():
-    worse = profile("tune#1", {1: 90, 4: 280, 16: 700, 64: 1000})
-    v = verdict([STOCK, worse, TUNED])
-    assert v.tuned == "spec#0" and v.stock == "tune#0"
+def test_without_a_tuned_baseline_there_is_no_verdict():
+    eagle = profile("spec#1", {1: 150, 4: 390, 16: 800, 64: 1000}, method="eagle3", k=3, seed=2)
+    v = verdict([STOCK, eagle], tuned=None)
+    assert v.tuned is None and v.drafters == () and v.policy == ()
+    assert v.stock == "tune#0" and "nothing to compare against" in v.notes[0]

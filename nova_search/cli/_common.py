@@ -1,0 +1,84 @@
+"""What every command shares: the typer app, the consoles, the common options, and the one place
+that turns a ``NovaError`` into a message and an exit code (2: bad input, 1: anything else)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from nova_search.errors import NovaError, SpecError
+from nova_search.spec import StudySpec
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="nova-search: find the best vLLM serving configuration with Optuna.",
+)
+console = Console(log_path=False)
+err_console = Console(stderr=True)
+
+StorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--storage",
+        envvar="NOVA_STORAGE",
+        help="SQLAlchemy URL of the study storage. Default: the spec's storage, else sqlite:///nova.db.",
+    ),
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", help="Override a spec field before validation: dotted.key=value (YAML value). Repeatable."
+    ),
+]
+StudyNameOpt = Annotated[
+    str | None, typer.Option("--study-name", help="Study name. Default: the spec's name.")
+]
+StudyArg = Annotated[str, typer.Argument(metavar="STUDY", help="The study name (staged: its own name).")]
+
+
+def fail(e: NovaError) -> NoReturn:
+    err_console.print(f"[red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
+    raise typer.Exit(2 if isinstance(e, SpecError) else 1)
+
+
+def guard(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except NovaError as e:
+        fail(e)
+
+
+def storage_url(flag: str | None, spec: StudySpec | None) -> str:
+    from nova_search.study import DEFAULT_STORAGE
+
+    return flag or (spec.storage if spec and spec.storage else None) or DEFAULT_STORAGE
+
+
+def parse_ints(text: str | None, flag: str, example: str, *, required: bool = False) -> tuple[int, ...]:
+    """A comma-separated list of integers >= 0 (> 0 when ``required``, which also forbids an empty list)."""
+    bad = SpecError(
+        f"{flag} {text!r}: give {'positive ' if required else ''}integers separated by commas, e.g. {example}"
+    )
+    try:
+        values = tuple(int(x) for x in (text or "").split(",") if x.strip())
+    except ValueError:
+        raise bad from None
+    if any(v < (1 if required else 0) for v in values) or (required and not values):
+        raise bad
+    return values
+
+
+def choice(flag: str, value: str, valid: tuple[str, ...]) -> str:
+    if value not in valid:
+        raise SpecError(f"{flag} {value!r}: valid values are {', '.join(valid)}")
+    return value
+
+
+def emit(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -1,0 +1,340 @@
+"""Commands that read a study and act on it: status, best, policy, export, dump, report, notes,
+dashboard. Each reads the study once (``results.load_results``) and asks ``results.select`` for the
+tuned baseline, the best trials and the policy, so every command gives the same answer."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from nova_search.cli._common import (
+    StorageOpt,
+    StudyArg,
+    app,
+    choice,
+    console,
+    emit,
+    err_console,
+    fail,
+    guard,
+    storage_url,
+)
+from nova_search.errors import NovaError, SpecError
+
+BEST_FORMATS = ("json", "argv", "yaml")
+POLICY_FORMATS = ("table", "json", "yaml")
+DUMP_FORMATS = ("json", "csv")
+
+
+def _load(study: str, storage: str | None) -> Any:
+    from nova_search.results.load import load_results
+
+    return guard(lambda: load_results(study, storage_url(storage, None)))
+
+
+def _conditions(where: list[str] | None) -> list[Any]:
+    from nova_search.objectives import parse_condition
+
+    out = []
+    for text in where or []:
+        try:
+            out.append(parse_condition(text))
+        except SpecError as e:
+            raise SpecError(f"--where: {e}") from None
+    return out
+
+
+def _objective(text: str, results: Any) -> Any:
+    from nova_search.objectives import parse_objective
+
+    try:
+        return parse_objective(text, results.objectives if results is not None else ())
+    except SpecError as e:
+        valid = ", ".join(o.name for o in results.objectives) if results is not None else ""
+        hint = f" (this study's objectives: {valid})" if valid else ""
+        raise SpecError(f"--objective: {e}{hint}") from None
+
+
+@app.command("policy")
+def policy_cmd(
+    study: StudyArg,
+    storage: StorageOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, json or yaml.")] = "table",
+) -> None:
+    """The speculative verdict per drafter and concurrency, and the deployment policy: which
+    configuration to run in each concurrency range (speculation only where it is verified better)."""
+    import json
+
+    import yaml
+    from rich.table import Table
+
+    from nova_search.report.policy import (
+        DRAFTER_HEADERS,
+        POLICY_HEADERS,
+        TRADEOFF_HEADERS,
+        drafter_rows,
+        header_lines,
+        policy_rows,
+        tradeoff_rows,
+        verdict_json,
+    )
+    from nova_search.results.serialize import dumps_json
+    from nova_search.results.verdict import verdict_of
+
+    guard(lambda: choice("--format", fmt, POLICY_FORMATS))
+    results = _load(study, storage)
+    verdict = guard(lambda: verdict_of(results))
+    if fmt != "table":
+        text = dumps_json(verdict_json(verdict, study))
+        emit(text if fmt == "json" else yaml.safe_dump(json.loads(text), sort_keys=False, width=1000))
+        return
+
+    def table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+        t = Table(title=title, title_justify="left")
+        for h in headers:
+            t.add_column(h, overflow="fold")
+        for r in rows:
+            t.add_row(*r)
+        return t
+
+    for line in header_lines(verdict):
+        console.print(line)
+    if verdict.drafters:
+        console.print(table("Drafters", DRAFTER_HEADERS, drafter_rows(verdict)))
+    for d in verdict.drafters:
+        if d.tradeoffs:
+            console.print(table(f"Latency tradeoffs: {d.method}", TRADEOFF_HEADERS, tradeoff_rows(d)))
+    rows = policy_rows(verdict)
+    console.print(table("Deployment policy", POLICY_HEADERS[:-1], [r[:-1] for r in rows]))
+    for r in rows:
+        console.print(f"[bold]{r[0]}[/] ({r[1]}):", markup=True)
+        console.print("  " + r[-1], markup=False, soft_wrap=True)
+    if verdict.schedule:
+        console.print(
+            "dynamic schedule (num_speculative_tokens_per_batch_size): "
+            + json.dumps([list(x) for x in verdict.schedule])
+            + f" ({verdict.schedule_note})"
+        )
+    for note in verdict.notes:
+        console.print(f"[yellow]{note}[/]")
+    console.print(f"deploy it: nova-search export {study} --storage ... [--model REAL_MODEL] [--format k8s]")
+
+
+@app.command("best")
+def best_cmd(
+    study: StudyArg,
+    storage: StorageOpt = None,
+    objective: Annotated[
+        str | None,
+        typer.Option(
+            "--objective",
+            help="Pick the single best by this metric: an objective (output_throughput@best) or "
+            "metric@level (ttft_p99_ms@32). Default: the Pareto front.",
+        ),
+    ] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--where", help="Keep trials where metric OP value[@level] holds, e.g. 'ttft_p99_ms<=500@32'."
+        ),
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="json, argv (the top trial's command) or yaml.")
+    ] = "json",
+) -> None:
+    """The best feasible COMPLETE trials: the Pareto front, or the single best by --objective. What to
+    deploy is the policy's answer: `nova-search export STUDY`."""
+    import shlex
+
+    import yaml
+
+    from nova_search.results.select import best_trials
+    from nova_search.results.serialize import dumps_json, trial_dict
+
+    guard(lambda: choice("--format", fmt, BEST_FORMATS))
+    conditions = guard(lambda: _conditions(where))
+    if objective is not None:
+        guard(lambda: _objective(objective, None))  # a bad name fails before storage is touched
+    results = _load(study, storage)
+    chosen = guard(lambda: _objective(objective, results)) if objective is not None else None
+    found = best_trials(results, objective=chosen, where=conditions)
+    if not found:
+        extra = f" with {' and '.join(str(c) for c in conditions)}" if conditions else ""
+        fail(NovaError(f"no feasible COMPLETE trial in study {study!r}{extra}"))
+    bound = [t for t in found if t.client_bound_levels]
+    for t in bound:
+        err_console.print(
+            f"[yellow]warning:[/] trial {t.key} was client-bound at concurrency "
+            f"{', '.join(map(str, t.client_bound_levels))}: the load generator may have set those figures"
+        )
+    if fmt == "argv":
+        emit(shlex.join(found[0].deployable_argv))
+        return
+    payload = [trial_dict(t, results.objectives) for t in found]
+    emit(dumps_json(payload) if fmt == "json" else yaml.safe_dump(payload, sort_keys=False))
+
+
+@app.command("dump")
+def dump_cmd(
+    study: StudyArg,
+    storage: StorageOpt = None,
+    output: Annotated[
+        str | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="json (the whole study) or csv (one row per trial and level).")
+    ] = "json",
+) -> None:
+    """The whole study as JSON (with schema_version), or as CSV: every trial's params, values,
+    per-level profile, timing, engine version and device."""
+    from nova_search.files import write_atomic
+    from nova_search.results.serialize import dumps_json, study_dict, to_csv
+
+    guard(lambda: choice("--format", fmt, DUMP_FORMATS))
+    results = _load(study, storage)
+    text = dumps_json(study_dict(results)) + "\n" if fmt == "json" else to_csv(results)
+    if output is None:
+        emit(text)
+        return
+    guard(lambda: write_atomic(output, text))
+    err_console.print(f"wrote {output}")
+
+
+@app.command("export")
+def export_cmd(
+    study: StudyArg,
+    storage: StorageOpt = None,
+    trial: Annotated[
+        str | None,
+        typer.Option(
+            "--trial", help="A trial's key (3, speculative#2). Default: what the policy recommends."
+        ),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="vllm (a command line), compose or k8s.")] = "vllm",
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="The real model's path or hub id (replaces the study's model path)."),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", min=1, help="The load you serve, when the policy switches by load."),
+    ] = None,
+    as_measured: Annotated[
+        bool, typer.Option("--as-measured", help="Export the flags exactly as measured (dummy weights too).")
+    ] = False,
+    name: Annotated[str, typer.Option("--name", help="Service / Deployment name (compose, k8s).")] = "vllm",
+    image: Annotated[
+        str | None, typer.Option("--image", help="Container image (default: vllm/vllm-openai).")
+    ] = None,
+) -> None:
+    """Print what to deploy: by default the study's deployment policy (the same answer as `policy`),
+    else one trial; as a vllm command, a compose service or a Kubernetes Service and Deployment."""
+    from nova_search.results.export import (
+        EXPORT_FORMATS,
+        deployable,
+        launch_of_policy,
+        launch_of_trial,
+        render,
+    )
+    from nova_search.results.verdict import verdict_of
+
+    guard(lambda: choice("--format", fmt, EXPORT_FORMATS))
+    results = _load(study, storage)
+    if trial is None:
+        launch = guard(lambda: launch_of_policy(results, verdict_of(results), concurrency))
+    else:
+        try:
+            chosen = results.trial(trial)
+        except KeyError as e:
+            fail(SpecError(f"--trial: {e.args[0]}"))
+        launch = guard(lambda: launch_of_trial(chosen))
+    ready = guard(lambda: deployable(launch, model=model, as_measured=as_measured))
+    emit(guard(lambda: render(ready, fmt, name=name, image=image)))
+
+
+@app.command("status")
+def status_cmd(
+    study: StudyArg,
+    storage: StorageOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+) -> None:
+    """Trials by state, workers seen recently, the best so far per objective, the tuned baseline, ETA."""
+    from dataclasses import asdict
+
+    from nova_search.results.serialize import dumps_json
+    from nova_search.status import status_lines, study_status
+
+    st = study_status(_load(study, storage))
+    if as_json:
+        emit(dumps_json(asdict(st) | {"remaining": st.remaining}))
+        return
+    emit("\n".join(status_lines(st)))
+
+
+@app.command("report")
+def report_cmd(
+    study: StudyArg,
+    storage: StorageOpt = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="The HTML file to write.")] = "report.html",
+    gpu_hour_usd: Annotated[
+        float | None,
+        typer.Option("--gpu-hour-usd", help="Price of one GPU-hour (> 0), for cost per 1M tokens."),
+    ] = None,
+) -> None:
+    """Write a self-contained HTML report: stock vs tuned, latency, the verdict, Pareto, importances."""
+    import math
+
+    from nova_search.report.data import build_report_data
+    from nova_search.report.html import write_report
+
+    if gpu_hour_usd is not None and not (math.isfinite(gpu_hour_usd) and gpu_hour_usd > 0):
+        fail(SpecError(f"--gpu-hour-usd {gpu_hour_usd!r}: give a price above 0, e.g. 2.5"))
+    data = build_report_data(_load(study, storage), gpu_hour_usd=gpu_hour_usd)
+    try:
+        path = write_report(data, output)
+    except OSError as e:
+        fail(NovaError(f"cannot write {output}: {e.strerror or e}"))
+    summary = f"{len(data.trials)} trials, {len(data.notes)} notes on missing data"
+    console.print(f"report written to {path} ({summary})", highlight=False)
+
+
+@app.command("notes")
+def notes_cmd(study: StudyArg, storage: StorageOpt = None) -> None:
+    """(Re)write the optuna-dashboard notes and graphs of an existing study: every trial's note, the
+    study note (stock vs tuned, the best trials, the verdict and policy) and the graphs."""
+    from nova_search.db import mask
+    from nova_search.report.dashboard import rewrite_notes
+
+    url = storage_url(storage, None)
+    n = guard(lambda: rewrite_notes(study, url))
+    console.print(f"wrote {n} trial notes, the study note and its graphs for {study} in {mask(url)}")
+
+
+@app.command("dashboard")
+def dashboard_cmd(
+    storage: StorageOpt = None,
+    artifacts_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--artifacts-dir",
+            help="The workers' artifacts folder (request records, server logs). Default: ./nova-artifacts "
+            "when it exists.",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (no login: keep it local).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8080,
+) -> None:
+    """Serve optuna-dashboard on the study storage, with nova's notes, graphs and trial artifacts."""
+    from nova_search.db import mask
+    from nova_search.report.dashboard import open_dashboard, serve
+
+    url = storage_url(storage, None)
+    opened, store, folder = guard(lambda: open_dashboard(url, artifacts_dir))
+    shown = f"artifacts from {folder}" if folder else "no artifacts folder (--artifacts-dir)"
+    console.print(f"optuna-dashboard on http://{host}:{port}/ for {mask(url)}, {shown}", highlight=False)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(f"warning: the dashboard has no login and listens on {host}; prefer a tunnel")
+    guard(lambda: serve(opened, store, host, port))

@@ -1,0 +1,301 @@
+"""Commands that set a study up and run it: run, create, worker, db, bench, validate, tiny-model.
+
+Precedence, lowest first: defaults < environment (NOVA_STORAGE, NOVA_ENGINE_PYTHON) < spec file <
+flags (--set, --storage, --study-name, --n-trials).
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Annotated
+
+import typer
+
+from nova_search.cli._common import (
+    SetOpt,
+    StorageOpt,
+    StudyNameOpt,
+    app,
+    console,
+    err_console,
+    fail,
+    guard,
+    parse_ints,
+    storage_url,
+)
+from nova_search.errors import SpecError
+from nova_search.spec import StudySpec, load_spec
+
+StopAfterOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--stop-after",
+        min=1,
+        help="Start no new trial after this many seconds (running trials finish); for time-slotted machines.",
+    ),
+]
+GpusOpt = Annotated[
+    str | None, typer.Option("--gpus", envvar="NOVA_GPUS", help="GPUs this worker owns, e.g. 0,1.")
+]
+ArtifactsOpt = Annotated[str | None, typer.Option("--artifacts-dir", help="Where server logs go.")]
+
+#: exit code of a worker whose study ended with nothing measured
+NOTHING_MEASURED = 3
+
+
+def _parse_gpus(text: str | None) -> tuple[int, ...]:
+    return parse_ints(text, "--gpus", "0,1")
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM behaves like Ctrl-C: the running trial is torn down and ends FAIL ("interrupted")."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _work(
+    study_name: str,
+    url: str,
+    spec: StudySpec,
+    max_trials: int | None,
+    gpus: tuple[int, ...],
+    artifacts_dir: str | None,
+    stop_after: float | None = None,
+) -> None:
+    from nova_search.db import mask
+    from nova_search.progress import RichReporter, outcome_table, pareto_table
+    from nova_search.report.dashboard import after_trial
+    from nova_search.results.load import load_results
+    from nova_search.worker import WorkerOptions, run_stages
+
+    stages = f" in stages {' -> '.join(spec.stages)}" if spec.staged else ""
+    console.print(
+        f"study [bold]{study_name}[/] in {mask(url)}: budget {spec.budget.n_trials} trials"
+        + (" per stage" if spec.staged else "")
+        + stages
+    )
+    _interrupt_on_sigterm()
+    with RichReporter(console, spec.budget.n_trials) as reporter:
+        try:
+            run_stages(
+                study_name,
+                url,
+                WorkerOptions(
+                    max_trials=max_trials,
+                    gpus=gpus,
+                    artifacts_dir=artifacts_dir,
+                    reporter=reporter,
+                    stop_after_s=stop_after,
+                    on_trial_done=after_trial,
+                ),
+            )
+        except KeyboardInterrupt:
+            err_console.print("interrupted: the running trial was stopped and recorded as FAIL")
+            raise typer.Exit(130) from None
+    results = load_results(study_name, url)
+    console.print(outcome_table(results))
+    table = pareto_table(results)
+    states = {t.state for t in results.trials}
+    if table is not None:
+        console.print(table)
+    elif "COMPLETE" in states:
+        console.print("[yellow]No trial met every constraint: no feasible Pareto front yet.[/]")
+    elif states & {"RUNNING", "WAITING"}:
+        console.print("Nothing measured yet: other workers' trials are still running.")
+    else:
+        err_console.print(
+            "[red]Every trial of this study failed or was pruned; nothing was measured.[/] "
+            "See the reasons above and each trial's note (nova-search dashboard)."
+        )
+        raise typer.Exit(NOTHING_MEASURED)
+    if spec.staged:
+        console.print(f"verdict and deployment policy: nova-search policy {study_name} --storage ...")
+
+
+@app.command()
+def run(
+    spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml", help="The study spec.")],
+    storage: StorageOpt = None,
+    study_name: StudyNameOpt = None,
+    n_trials: Annotated[
+        int | None, typer.Option("--n-trials", min=1, help="Trial budget (overrides budget.n_trials).")
+    ] = None,
+    set_: SetOpt = None,
+    gpus: GpusOpt = None,
+    artifacts_dir: ArtifactsOpt = None,
+    stop_after: StopAfterOpt = None,
+) -> None:
+    """Create (or continue) a study and run it with one local worker."""
+    from nova_search.study import create
+
+    overrides = list(set_ or [])
+    if n_trials is not None:
+        overrides.append(f"budget.n_trials={n_trials}")
+    spec = guard(lambda: load_spec(spec_path, overrides))
+    gpu_ids = guard(lambda: _parse_gpus(gpus))
+    url = storage_url(storage, spec)
+    name = guard(lambda: _study_name(study_name, spec))
+    guard(lambda: create(spec, url, name, exist_ok=True))
+    guard(lambda: _work(name, url, spec, None, gpu_ids, artifacts_dir, stop_after))
+
+
+def _study_name(flag: str | None, spec: StudySpec) -> str:
+    from nova_search.spec import check_study_name
+
+    return check_study_name(flag, "--study-name") if flag is not None else spec.name
+
+
+@app.command("create")
+def create_cmd(
+    spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml", help="The study spec.")],
+    storage: StorageOpt = None,
+    study_name: StudyNameOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Create a study once (directions, metric names, spec, baselines); workers then load it."""
+    from nova_search.db import mask
+    from nova_search.study import create
+
+    spec = guard(lambda: load_spec(spec_path, list(set_ or [])))
+    url = storage_url(storage, spec)
+    name = guard(lambda: _study_name(study_name, spec))
+    created = guard(lambda: create(spec, url, name))
+    if spec.staged:
+        console.print(
+            f"created study {name} in {mask(url)}: stages {' -> '.join(spec.stages)} "
+            f"(Optuna studies {', '.join(f'{name}.{st}' for st in spec.stages)}; "
+            f"{created.study_name} now, the next when its budget is spent)"
+        )
+    else:
+        console.print(f"created study {name} in {mask(url)}")
+
+
+@app.command()
+def worker(
+    study: Annotated[str, typer.Argument(metavar="STUDY", envvar="NOVA_STUDY", help="The study name.")],
+    storage: StorageOpt = None,
+    gpus: GpusOpt = None,
+    max_trials: Annotated[
+        int | None, typer.Option("--max-trials", min=1, help="Stop after this many trials here.")
+    ] = None,
+    artifacts_dir: ArtifactsOpt = None,
+    stop_after: StopAfterOpt = None,
+) -> None:
+    """Run trials of an existing study until its budget (counted across all workers) is met."""
+    from nova_search.study import load
+
+    url = storage_url(storage, None)
+    gpu_ids = guard(lambda: _parse_gpus(gpus))
+    _loaded, spec = guard(lambda: load(study, url))
+    guard(lambda: _work(study, url, spec, max_trials, gpu_ids, artifacts_dir, stop_after))
+
+
+db_app = typer.Typer(help="nova's own tables (alembic). Creating a study runs `db upgrade` itself.")
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    storage: StorageOpt = None,
+    revision: Annotated[str, typer.Option("--revision", help="Target revision.")] = "head",
+) -> None:
+    """Create Optuna's schema when missing, then migrate nova's tables (nova_alembic_version)."""
+    from nova_search.db import current, mask, upgrade
+
+    url = storage_url(storage, None)
+    guard(lambda: upgrade(url, revision))
+    console.print(f"{mask(url)}: nova tables at revision {guard(lambda: current(url))}")
+
+
+@db_app.command("downgrade")
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(help="Target revision, e.g. base.")],
+    storage: StorageOpt = None,
+) -> None:
+    """Migrate nova's tables down (Optuna's tables are never touched)."""
+    from nova_search.db import current, downgrade, mask
+
+    url = storage_url(storage, None)
+    guard(lambda: downgrade(url, revision))
+    console.print(f"{mask(url)}: nova tables at revision {guard(lambda: current(url))}")
+
+
+@app.command()
+def bench(
+    url: Annotated[str, typer.Option("--url", help="Base URL of a running OpenAI-compatible server.")],
+    concurrency: Annotated[str, typer.Option("--concurrency", help="Levels, e.g. 1,8,32.")],
+    api_key: Annotated[str | None, typer.Option("--api-key", envvar="NOVA_BENCH_API_KEY")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Served model name (default: /v1/models).")
+    ] = None,
+    input_len: Annotated[int, typer.Option("--input-len", min=1)] = 128,
+    output_len: Annotated[int, typer.Option("--output-len", min=1)] = 64,
+    num_requests: Annotated[int | None, typer.Option("--num-requests", min=1)] = None,
+    duration: Annotated[float | None, typer.Option("--duration", min=0.1, help="Seconds per level.")] = None,
+    warmup: Annotated[int, typer.Option("--warmup", min=0, help="Warmup requests per level.")] = 4,
+    vocab_size: Annotated[
+        int, typer.Option("--vocab-size", min=11, help="Prompt token ids are drawn below this.")
+    ] = 1000,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    cpus: Annotated[
+        str | None, typer.Option("--cpus", help="Pin the load generator to these cores, e.g. 1.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
+) -> None:
+    """Measure an already-running server with nova's load generator and print the profile per level."""
+    import json
+
+    from nova_search.bench import BenchPlan, run_bench
+    from nova_search.spec import WorkloadSpec
+
+    levels = guard(lambda: parse_ints(concurrency, "--concurrency", "1,8,32", required=True))
+    if (num_requests is None) == (duration is None):
+        fail(SpecError("give exactly one of --num-requests or --duration"))
+    pinned = guard(lambda: parse_ints(cpus, "--cpus", "1")) or None
+    plan = BenchPlan(
+        url=url,
+        concurrency=levels,
+        cpus=pinned,
+        api_key=api_key,
+        model=model,
+        num_requests=num_requests,
+        duration_s=duration,
+        warmup_requests=warmup,
+        vocab_size=vocab_size,
+        workload=WorkloadSpec(input_len=input_len, output_len=output_len, seed=seed),
+    )
+    results = guard(lambda: run_bench(plan))
+    if as_json:
+        print(json.dumps([r.as_dict() for r in results], indent=2))
+        return
+    from nova_search.progress import profile_table
+
+    console.print(profile_table(results, title=f"nova-search bench {url}"))
+
+
+@app.command()
+def validate(
+    spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml")],
+    set_: SetOpt = None,
+) -> None:
+    """Validate a spec (with overrides) and print it as the study will store it."""
+    import yaml
+
+    from nova_search.spec import redacted_spec
+
+    spec = guard(lambda: load_spec(spec_path, list(set_ or [])))
+    console.print(yaml.safe_dump(redacted_spec(spec), sort_keys=False), highlight=False)
+
+
+@app.command("tiny-model")
+def tiny_model(
+    out_dir: Annotated[str, typer.Argument(metavar="DIR", help="Folder to write the model into.")],
+) -> None:
+    """Build the tiny local model (Llama shape, local tokenizer; serve with --load-format dummy)."""
+    from nova_search.tinymodel import build_tiny_model
+
+    path = build_tiny_model(out_dir)
+    console.print(f"tiny model written to {path} (EAGLE-3 drafter in {path / 'eagle3'})")

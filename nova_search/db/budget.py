@@ -1,0 +1,97 @@
+"""The trial budget across workers: what counts toward it, and the lock that makes "count, then ask"
+exact when many workers share one study.
+
+``StorageLock(engine, name)`` serialises a critical section across processes and hosts that share
+the storage: a PostgreSQL advisory lock (session level, keyed by a hash of ``name``), an exclusive
+``flock`` on a file beside a SQLite database, a process-local lock for an in-memory SQLite database
+(no other process can see it). Any other dialect is refused with a clear error rather than left
+unlocked, since an unlocked budget overshoots under concurrent workers.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import threading
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy import Engine, text
+
+from nova_search.db._url import sqlite_path
+from nova_search.errors import StorageError
+from nova_search.schema import RETRY_OF
+
+#: dialects StorageLock can lock
+LOCKABLE = ("postgresql", "sqlite")
+
+_local_locks: dict[str, threading.Lock] = {}
+_local_guard = threading.Lock()
+
+
+def count_toward_budget(trials: list[FrozenTrial]) -> int:
+    """Trials that use up the budget: running or finished, except failed trials that were retried
+    (their retry is the trial that counts). WAITING trials (baselines, retries) are not yet counted."""
+    retried = {t.system_attrs.get(RETRY_OF) for t in trials} - {None}
+    return sum(
+        1
+        for t in trials
+        if t.state in (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
+        or (t.state == TrialState.FAIL and t.number not in retried)
+    )
+
+
+class StorageLock:
+    """A lock shared by everyone using the storage of ``engine``; see the module docstring."""
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        self.engine = engine
+        self.name = name
+        self.key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+        self.dialect = engine.url.get_backend_name()
+        if self.dialect not in LOCKABLE:
+            raise StorageError(
+                f"nova-search cannot lock a {self.dialect} storage (it serialises the trial budget with "
+                "PostgreSQL advisory locks or a file beside a SQLite database): use PostgreSQL or SQLite"
+            )
+        self.path = sqlite_path(engine.url)
+        self._conn: Any = None
+        self._fd: int | None = None
+        self._local: threading.Lock | None = None
+
+    def __enter__(self) -> StorageLock:
+        if self.dialect == "postgresql":
+            conn = self.engine.connect()
+            try:
+                conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self.key})
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        elif self.path:
+            self._fd = os.open(self.path + ".nova-lock", os.O_CREAT | os.O_RDWR, 0o600)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        else:
+            with _local_guard:
+                self._local = _local_locks.setdefault(self.name, threading.Lock())
+            self._local.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            try:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+                conn.commit()
+            except Exception:  # noqa: BLE001 - a lost connection released its session lock already
+                pass
+            finally:
+                conn.close()
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+        if self._local is not None:
+            self._local.release()
+            self._local = None

@@ -1,0 +1,65 @@
+"""The speculative verdict of a study's results: an adapter from ``TrialResult`` to the verdict's own
+``Profile`` (``analysis.verdict``, pure), with the tuned baseline chosen by ``select.tuned_baseline``
+and each speculative trial's output equivalence judged against it."""
+
+from __future__ import annotations
+
+from nova_search.analysis.equivalence import Equivalence, compare_outputs
+from nova_search.analysis.verdict import Profile, Verdict, build_verdict
+from nova_search.engine.config import EngineConfig
+from nova_search.errors import NovaError
+from nova_search.results.records import StudyResults, TrialResult
+from nova_search.results.select import tuned_baseline
+
+
+def equivalence_of(base: TrialResult, candidate: TrialResult) -> Equivalence | None:
+    """The candidate's greedy outputs against the base's (None when either was not recorded, or the
+    base's failed: nothing to judge by)."""
+    if base.reference is None or candidate.reference is None or not base.reference.ok:
+        return None
+    if len(base.reference.token_ids) != len(candidate.reference.token_ids):
+        return None
+    return compare_outputs(base.reference.token_ids, candidate.reference.token_ids)
+
+
+def profile_of(trial: TrialResult, base: TrialResult | None = None) -> Profile:
+    """What the verdict needs of one COMPLETE trial. With ``base`` (the tuned baseline), a speculative
+    trial's output equivalence is judged against it."""
+    eq = equivalence_of(base, trial) if base is not None and trial.speculative else None
+    return Profile(
+        equivalent=None if eq is None else eq.equivalent,
+        equivalence_note="" if eq is None else eq.describe(),
+        key=trial.key,
+        study=trial.study,
+        number=trial.number,
+        role=trial.role,
+        config=trial.config or EngineConfig(),
+        argv=trial.deployable_argv,
+        levels={lv.concurrency: lv.as_dict() for lv in trial.levels},
+        windows=trial.windows,
+    )
+
+
+def sweep_levels(results: StudyResults) -> list[int]:
+    """The spec's concurrency levels, else every level a feasible trial measured."""
+    try:
+        return sorted(int(c) for c in (results.spec or {})["sweep"]["concurrency"])
+    except (KeyError, TypeError, ValueError):
+        return sorted({lv.concurrency for t in results.feasible() for lv in t.levels})
+
+
+def verdict_of(results: StudyResults, *, confidence: float = 0.95) -> Verdict:
+    """The verdict and deployment policy over the study's feasible COMPLETE trials, ranked by its first
+    objective's metric, against the tuned baseline."""
+    if not results.objectives:
+        raise NovaError(f"study {results.study_name!r} has no objectives: nothing to rank a verdict by")
+    primary = results.objectives[0]
+    base = tuned_baseline(results)
+    return build_verdict(
+        [profile_of(t, base) for t in results.feasible()],
+        metric=primary.metric,
+        higher_is_better=primary.maximize,
+        levels=sweep_levels(results),
+        tuned=base.key if base else None,
+        confidence=confidence,
+    )

@@ -1,0 +1,431 @@
+"""The worker loop: ask a trial within the budget, run it (``trial.run_trial``), tell the outcome.
+
+Optuna records heartbeats only inside ``study.optimize``; this loop runs its own ask/tell so that it
+can hold the budget lock (``db.StorageLock``) around "count, then ask". It covers what optimize would:
+
+- a heartbeat thread per running trial (``Heartbeat``), started at once after the ask;
+- stale trials of dead workers fail and are re-queued once (``fail_stale_trials``), and so is a
+  trial that was asked but never heartbeated (a worker that died in between, or an ask whose answer
+  was lost and retried): ``fail_orphans`` fails it after the grace period;
+- every storage call is retried through a database restart (``db.retrying``): start-up, ask, the
+  sampler's suggest calls, attributes, heartbeats, tell;
+- once the budget is used up, a worker stays while trials still run anywhere: one may belong to a
+  dead worker, and someone must run its retry;
+- an interrupt (SIGINT, SIGTERM) stops the running servers; the trial ends FAIL ``interrupted``, and a
+  second signal cannot cut the recording of that FAIL short.
+
+After each trial is told, ``WorkerOptions.on_trial_done(study, trial)`` runs (the CLI wires the
+dashboard notes to it); it must never raise.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import signal
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import optuna
+from optuna.storages import RDBStorage, fail_stale_trials
+from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy import bindparam, text
+
+from nova_search import schema
+from nova_search.artifacts import filesystem_store
+from nova_search.db import (
+    LevelStore,
+    StorageLock,
+    count_toward_budget,
+    open_storage,
+    rdb_storage,
+    retrying,
+    storage_retry_s,
+)
+from nova_search.errors import SpecError, TrialFailure
+from nova_search.metrics import LevelResult
+from nova_search.space import host_facts
+from nova_search.spec import StudySpec
+from nova_search.stages import stage_plan
+from nova_search.study import load, next_stage, stage_done
+from nova_search.trial import NullReporter, Reporter, TrialContext, run_trial
+
+log = logging.getLogger("nova_search")
+
+TrialDone = Callable[[optuna.Study, FrozenTrial], None]
+
+
+@dataclass
+class WorkerOptions:
+    max_trials: int | None = None
+    gpus: tuple[int, ...] = ()
+    artifacts_dir: str | None = None
+    reporter: Reporter = field(default_factory=NullReporter)
+    #: how long storage calls are retried while the database is away (a restart, a failover)
+    storage_retry_s: float = field(default_factory=storage_retry_s)
+    #: start no new trial once this many seconds have passed (running trials finish): for machines
+    #: lent in time slots, where a trial cut off by the slot's end would be lost
+    stop_after_s: float | None = None
+    #: time.monotonic() past which no trial starts (set from stop_after_s by ``with_deadline``)
+    deadline: float | None = None
+    #: called after each trial is told (the dashboard's notes); must not raise
+    on_trial_done: TrialDone | None = None
+
+    def with_deadline(self) -> WorkerOptions:
+        """These options with the deadline set from ``stop_after_s``, once: a set deadline is kept,
+        so the stages of one run share it."""
+        if self.stop_after_s is None or self.deadline is not None:
+            return self
+        return replace(self, deadline=time.monotonic() + self.stop_after_s)
+
+
+def run_stages(study_name: str, storage_url: str, opts: WorkerOptions) -> tuple[optuna.Study, int]:
+    """Run a study's trials, following its stages: when one stage's budget is spent (counted across
+    every worker) and none of its trials runs, the next stage starts on its tuned baseline. Returns
+    the last stage's study this worker worked on and the number of trials it ran."""
+    storage = open_storage(storage_url, retry_s=opts.storage_retry_s)
+    window = opts.storage_retry_s
+    plan = retrying(lambda: stage_plan(storage, storage_url, study_name), window, "read the studies in")
+    opts = opts.with_deadline()
+    study, spec = load(plan[0][1], storage_url, storage)
+    parent = schema.PARENT.read(study.user_attrs) or study_name
+    ran = 0
+    for i, (stage, _name) in enumerate(plan):
+        if i > 0:
+            nxt = retrying(
+                lambda st=stage, prev=study: next_stage(parent, st, prev, spec, storage, storage_url),
+                window,
+                "open the next stage in",
+            )
+            if nxt is None:
+                log.info("stage %s still runs elsewhere: this worker stops here", plan[i - 1][1])
+                break
+            study = nxt
+        left = None if opts.max_trials is None else opts.max_trials - ran
+        if left is not None and left <= 0:
+            break
+        ran += run_worker(study, spec, replace(opts, max_trials=left))
+        if not retrying(
+            lambda st=stage, s=study: stage_done(s, spec, st), window, "read the stage's trials in"
+        ):
+            break  # stopped by --max-trials, --stop-after or an interrupt
+    return study, ran
+
+
+def slots_for(gpus: tuple[int, ...], tensor_parallel_size: int) -> list[tuple[int, ...]]:
+    """Split the worker's GPUs into groups of tensor_parallel_size: one trial runs on each group."""
+    if not gpus:
+        return [()]
+    if len(gpus) < tensor_parallel_size:
+        raise SpecError(
+            f"--gpus {','.join(map(str, gpus))}: engine.tensor_parallel_size is {tensor_parallel_size}, "
+            f"so a trial needs at least {tensor_parallel_size} GPUs"
+        )
+    n = len(gpus) // tensor_parallel_size
+    return [gpus[i * tensor_parallel_size : (i + 1) * tensor_parallel_size] for i in range(n)]
+
+
+@dataclass
+class TableSink:
+    """Writes every measured level to nova_level_result (idempotent, retried across DB restarts)."""
+
+    store: LevelStore
+    study_name: str
+    host: str
+    device_name: str | None
+
+    def record(
+        self,
+        *,
+        trial: optuna.Trial,
+        level: LevelResult,
+        engine_metrics: dict[str, float],
+        argv: list[str],
+        engine_version: str | None,
+        gpus: tuple[int, ...],
+    ) -> None:
+        self.store.record(
+            trial_id=trial._trial_id,
+            study_name=self.study_name,
+            trial_number=trial.number,
+            level=level,
+            engine_metrics=engine_metrics,
+            worker_host=self.host,
+            gpu_ids=gpus,
+            gpu_name=self.device_name,
+            engine_version=engine_version,
+            argv=argv,
+        )
+
+
+def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int:
+    """Run trials until the study's budget (counted across every worker) is met, or ``max_trials``
+    trials here. With more GPUs than one trial needs, trials run side by side, one per GPU group.
+    Returns the number of trials this worker ran."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    # nova's loop records heartbeats and fails stale trials itself (see _run_slot), on purpose
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with")
+    groups = slots_for(opts.gpus, spec.engine.tensor_parallel_size)
+    opts = opts.with_deadline()
+    storage = rdb_storage(study)
+    store = LevelStore(storage.url, retry_window_s=opts.storage_retry_s)
+    retrying(store.check_ready, opts.storage_retry_s, "check nova's tables in")
+    facts = host_facts(spec, opts.gpus)
+    attrs = study.user_attrs
+    tuned = schema.BASE.read(attrs)
+    artifacts_root = Path(opts.artifacts_dir or spec.artifacts_dir)
+    base = TrialContext(
+        stage=schema.stage_of(attrs),
+        base_config=tuned.config if tuned else None,
+        spec=spec,
+        study_name=study.study_name,
+        facts=facts,
+        artifacts_root=artifacts_root,
+        artifact_store=filesystem_store(artifacts_root),
+        reporter=opts.reporter,
+        sink=TableSink(store, study.study_name, socket.gethostname(), facts.device_name),
+        cancel=threading.Event(),
+        storage_retry_s=opts.storage_retry_s,
+    )
+    try:
+        return _run_groups(study, spec, opts, base, groups)
+    finally:
+        store.close()
+
+
+def _run_groups(
+    study: optuna.Study,
+    spec: StudySpec,
+    opts: WorkerOptions,
+    base: TrialContext,
+    groups: list[tuple[int, ...]],
+) -> int:
+    cancel = base.cancel
+    counter, counter_lock = [0], threading.Lock()
+    if len(groups) == 1:
+        try:
+            _run_slot(study, spec, replace(base, gpus=groups[0]), opts, counter, counter_lock)
+        except KeyboardInterrupt:
+            cancel.set()
+            raise
+        return counter[0]
+    errors: list[BaseException] = []
+
+    def slot(group: tuple[int, ...]) -> None:
+        try:
+            _run_slot(study, spec, replace(base, gpus=group), opts, counter, counter_lock)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=slot, args=(g,), name=f"slot-{','.join(map(str, g))}") for g in groups]
+    for t in threads:
+        t.start()
+    try:
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.5)
+    except KeyboardInterrupt:
+        cancel.set()  # trials see it, their servers are stopped, they end FAIL "interrupted"
+        base.stop_servers()
+        with signals_deferred():
+            for t in threads:
+                t.join()
+        raise
+    if errors:
+        raise errors[0]
+    return counter[0]
+
+
+class Heartbeat:
+    """Records the trial's heartbeat while it runs; a missed beat (database away) is retried next time."""
+
+    def __init__(self, storage: RDBStorage, trial_id: int, interval: float) -> None:
+        self.storage, self.trial_id, self.interval = storage, trial_id, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"heartbeat-{trial_id}")
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.storage.record_heartbeat(self.trial_id)
+            except Exception as e:  # noqa: BLE001 - a missed beat is retried on the next tick
+                log.warning("heartbeat of trial %s missed: %s", self.trial_id, type(e).__name__)
+            if self._stop.wait(self.interval):
+                return
+
+
+def fail_orphans(study: optuna.Study, storage: RDBStorage) -> list[int]:
+    """Fail (and re-queue once, as a stale trial is) every RUNNING trial that never recorded a
+    heartbeat and started more than the grace period ago: it was asked by a worker that died before
+    its first beat, or by an ask whose answer was lost and was asked again. Returns their numbers."""
+    if not storage.heartbeat_interval:
+        return []
+    grace = storage.grace_period or 2 * storage.heartbeat_interval
+    cutoff = datetime.now() - timedelta(seconds=grace)
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    old = {t._trial_id: t for t in running if t.datetime_start is not None and t.datetime_start < cutoff}
+    if not old:
+        return []
+    query = text("SELECT trial_id FROM trial_heartbeats WHERE trial_id IN :ids").bindparams(
+        bindparam("ids", expanding=True)
+    )
+    with storage.engine.connect() as conn:
+        beating = {int(r[0]) for r in conn.execute(query, {"ids": list(old)})}
+    callback = storage.get_failed_trial_callback()
+    failed = []
+    for trial_id, t in old.items():
+        if trial_id in beating:
+            continue
+        if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+            failed.append(t.number)
+            log.warning("trial %s was asked but never heartbeated: failed after %s s", t.number, grace)
+            if callback is not None:
+                callback(study, copy.deepcopy(storage.get_trial(trial_id)))
+    return failed
+
+
+def _ask_within_budget(study: optuna.Study, lock: StorageLock, budget: int) -> optuna.Trial | None:
+    """Count, then ask, under the lock; the trial's first heartbeat is recorded at once."""
+    with lock:
+        if count_toward_budget(study.get_trials(deepcopy=False)) >= budget:
+            return None
+        trial = study.ask()
+    rdb_storage(study).record_heartbeat(trial._trial_id)
+    return trial
+
+
+def _run_slot(
+    study: optuna.Study,
+    spec: StudySpec,
+    ctx: TrialContext,
+    opts: WorkerOptions,
+    counter: list[int],
+    counter_lock: threading.Lock,
+) -> None:
+    storage = rdb_storage(study)
+    lock = StorageLock(storage.engine, study.study_name)
+    window = opts.storage_retry_s
+    budget = spec.budget.for_stage(ctx.stage) if ctx.stage != "joint" else spec.budget.n_trials
+    stop = ctx.cancel
+    while not stop.is_set():
+        if opts.deadline is not None and time.monotonic() >= opts.deadline:
+            log.info("--stop-after reached: no new trial is started here")
+            return
+        with counter_lock:
+            if opts.max_trials is not None and counter[0] >= opts.max_trials:
+                return
+            counter[0] += 1
+        retrying(lambda: fail_stale_trials(study), window, "check for stale trials in")
+        retrying(lambda: fail_orphans(study, storage), window, "check for orphaned trials in")
+        trial = retrying(lambda: _ask_within_budget(study, lock, budget), window, "ask for a trial in")
+        if trial is None:
+            with counter_lock:
+                counter[0] -= 1
+            # The budget is used up, but a RUNNING trial may belong to a dead worker: once its heartbeat
+            # goes stale it fails and is re-queued, and someone must run the retry. Stay until no trial runs.
+            if retrying(lambda: _any_running(study), window, "read the running trials in"):
+                stop.wait(storage.heartbeat_interval or 30)
+                continue
+            return
+        _run_one(study, trial, ctx, window, opts)
+
+
+def _any_running(study: optuna.Study) -> bool:
+    return bool(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+
+
+def _run_one(
+    study: optuna.Study, trial: optuna.Trial, ctx: TrialContext, window: float, opts: WorkerOptions
+) -> None:
+    storage = rdb_storage(study)
+    values: list[float] | None = None
+    state = TrialState.FAIL
+    try:
+        with Heartbeat(storage, trial._trial_id, storage.heartbeat_interval or 30):
+            values = run_trial(trial, ctx)
+            state = TrialState.COMPLETE
+    except optuna.TrialPruned:
+        state = TrialState.PRUNED
+    except TrialFailure:
+        state = TrialState.FAIL
+    except KeyboardInterrupt:
+        with signals_deferred():
+            _tell(study, trial, TrialState.FAIL, None, window)
+        raise
+    except Exception as e:  # noqa: BLE001 - an unexpected error fails the trial, not the worker
+        log.exception("trial %s failed unexpectedly", trial.number)
+        message = f"{type(e).__name__}: {e}"[:500]
+        _best_effort(lambda: schema.REASON.write(trial, "internal"))
+        _best_effort(lambda: schema.MESSAGE.write(trial, message))
+        ctx.reporter.trial_finished(trial.number, "FAIL", f"internal: {message}")
+    if ctx.cancel.is_set():
+        state, values = TrialState.FAIL, None
+    with signals_deferred():
+        _tell(study, trial, state, values, window)
+    if opts.on_trial_done is not None:
+        try:
+            opts.on_trial_done(study, study._storage.get_trial(trial._trial_id))
+        except Exception as e:  # noqa: BLE001 - a view of the study never costs the study
+            log.warning("after trial %s: %s: %s", trial.number, type(e).__name__, e)
+
+
+def _tell(
+    study: optuna.Study, trial: optuna.Trial, state: TrialState, values: list[float] | None, window: float
+) -> None:
+    """Tell the outcome, through a database restart. A tell whose commit landed but whose answer was
+    lost is retried and finds the trial finished: that is success, not an error."""
+
+    def once() -> None:
+        if state == TrialState.COMPLETE:
+            study.tell(trial, values, skip_if_finished=True)
+        else:
+            study.tell(trial, state=state, skip_if_finished=True)
+
+    retrying(once, window, "tell a trial's outcome to")
+
+
+def _best_effort(fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends (in the main thread; elsewhere a no-op): a second
+    Ctrl-C cannot cut short the recording of the first one's outcome. A signal that came meanwhile is
+    raised as KeyboardInterrupt afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        pending.append(signum)
+
+    old = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    if pending:
+        log.warning("a signal came while a trial's outcome was being recorded: it was recorded first")
+        raise KeyboardInterrupt

@@ -1,0 +1,58 @@
+"""Worker processes for coordination tests: start ``nova-search worker`` as a subprocess, find the
+stand-in engines (or vLLM servers) left on the machine, wait for a condition with a deadline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.support import REPO
+from tests.support.specs import FAKE_ENGINE
+
+
+def worker(url: str, tmp_path: Path, name: str = "dist", *args: str, **env: str) -> subprocess.Popen[str]:
+    """``nova-search worker NAME --storage URL`` in the background, output to its stdout pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "nova_search", "worker", name, "--storage", url, "--artifacts-dir",
+         str(tmp_path / "artifacts"), *args],
+        cwd=REPO,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+
+
+def fake_engines() -> list[str]:
+    """Live stand-in engines on this machine (and the sleepers some tests start), as ps lines."""
+    out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
+    return [
+        ln
+        for ln in out.splitlines()
+        if (FAKE_ENGINE in ln or "time.sleep(3600)" in ln) and not ln.lstrip().startswith("Z")
+    ]
+
+
+def vllm_processes() -> set[str]:
+    """Live (non-zombie) vLLM processes on this machine, API servers and engine cores, as
+    "PID ARGS" lines. Compare the set before and after a test to find what it left behind."""
+    out = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
+    found = set()
+    for line in out.splitlines():
+        pid, stat, args = (line.split(None, 2) + ["", ""])[:3]
+        if ("vllm.entrypoints" in args or "VLLM::" in args) and not stat.startswith("Z"):
+            found.add(f"{pid} {args}")
+    return found
+
+
+def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

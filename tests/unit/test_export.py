@@ -1,0 +1,157 @@
+"""What to deploy, without storage: a trial's or the policy's launch, made deployable (no random
+weights, no relative model path, rounded memory fractions) and rendered as a vllm command, a compose
+service or a Kubernetes Service and Deployment."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+import yaml
+
+from nova_search.analysis.verdict import PolicyRange, Verdict
+from nova_search.engine.config import EngineConfig
+from nova_search.errors import NovaError, SpecError
+from nova_search.results.export import (
+    deployable,
+    export_launch,
+    launch_of_policy,
+    launch_of_trial,
+    render,
+    split_launch,
+)
+from nova_search.results.records import TrialResult
+from nova_search.schema import WorkerTag
+from tests.support.builders import launch_argv, level, study, trial
+
+
+def test_split_launch_forms():
+    assert split_launch(["py", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m", "--x", "1"]) == (
+        ["py", "-m", "vllm.entrypoints.openai.api_server"],
+        "/m",
+        ["--x", "1"],
+    )
+    assert split_launch(["vllm", "serve", "/m", "--x", "1", "--no-y"]) == (
+        ["vllm", "serve"],
+        "/m",
+        ["--x", "1", "--no-y"],
+    )
+    assert split_launch(["--x", "1"]) == ([], None, ["--x", "1"])
+
+
+def test_vllm_format_is_vllm_serve_with_the_trials_flags_shell_quoted():
+    argv = (
+        "vllm",
+        "serve",
+        "/models/my model",
+        "--speculative-config",
+        '{"method":"ngram","num_speculative_tokens":3}',
+    )
+    t = trial(0, [level(4)], argv=(*argv, "--host", "127.0.0.1", "--port", "1234"))
+    text = export_launch(t, "vllm")
+    assert text.startswith("# nova-search: trial 0 (search, COMPLETE), engine 0.11.0\n")
+    command = [line for line in text.splitlines() if not line.startswith("#")]
+    assert shlex.split(command[0]) == list(argv)
+    assert "--host" not in text and "1234" not in text and "'/models/my model'" in text
+
+
+def test_dummy_weights_and_relative_paths_are_refused_unless_a_model_is_given():
+    dummy = trial(1, [level(4)], argv=launch_argv(1, load_format="dummy"))
+    with pytest.raises(SpecError, match=r"--model: trial 1 .* ran with --load-format dummy"):
+        export_launch(dummy, "vllm")
+    relative = trial(2, [level(4)], argv=launch_argv(2, model=".nova/tiny-model"))
+    with pytest.raises(SpecError, match=r"relative to the worker's folder \('.nova/tiny-model'\)"):
+        export_launch(relative, "k8s")
+    text = export_launch(dummy, "vllm", model="Qwen/Qwen3-8B")
+    assert "--load-format" not in text.splitlines()[-1] and " Qwen/Qwen3-8B " in text
+    assert "# --load-format dummy dropped: the real weights load" in text
+    assert "# model: Qwen/Qwen3-8B (the study measured /models/m)" in text
+    as_is = export_launch(dummy, "vllm", as_measured=True)
+    assert "--load-format dummy" in as_is and "WARNING: exported as measured: random weights" in as_is
+    # hub ids and absolute paths are fine as they are
+    for ok in ("Qwen/Qwen3-8B", "gpt2", "/models/m"):
+        assert ok in export_launch(trial(3, [level(4)], argv=launch_argv(3, model=ok)), "vllm")
+
+
+def test_memory_fractions_are_rounded_down():
+    t = trial(4, [level(4)], argv=launch_argv(4, gpu_memory_utilization=0.8734567891234567))
+    text = export_launch(t, "vllm")
+    assert shlex.split(text.splitlines()[-1])[-2:] == ["--gpu-memory-utilization", "0.87"]
+    assert "# --gpu-memory-utilization 0.87 (rounded down from 0.8734567891234567)" in text
+    plain = export_launch(trial(5, [level(4)], argv=launch_argv(5, gpu_memory_utilization=0.9)), "vllm")
+    assert (
+        shlex.split(plain.splitlines()[-1])[-2:] == ["--gpu-memory-utilization", "0.9"]
+        and "rounded" not in plain
+    )
+
+
+def test_compose_and_k8s_are_deployable():
+    t = trial(1, [level(4)], config={"tensor_parallel_size": 2}, worker=WorkerTag("n", (0, 1)))
+    compose = yaml.safe_load(export_launch(t, "compose"))
+    svc = compose["services"]["vllm"]
+    assert svc["image"] == "vllm/vllm-openai:v0.11.0"
+    assert svc["command"][4:] == ["--model", "/models/m", "--served-model-name", "m", "--max-num-seqs", "16"]
+    assert svc["volumes"] == ["/models/m:/models/m:ro"]
+    assert svc["environment"] == {"VLLM_API_KEY": "${VLLM_API_KEY:?set an API key}"}
+    assert svc["cap_drop"] == ["ALL"] and svc["shm_size"]
+    (dev,) = svc["deploy"]["resources"]["reservations"]["devices"]
+    assert dev == {"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}
+    service, deployment = yaml.safe_load_all(export_launch(t, "k8s", name="llm", image="my/vllm:1"))
+    assert service["kind"] == "Service" and deployment["kind"] == "Deployment"
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    pod = deployment["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["image"] == "my/vllm:1" and c["name"] == "llm"
+    assert c["args"] == svc["command"]
+    assert c["env"] == [
+        {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm-api-key", "key": "api-key"}}}
+    ]
+    assert (
+        c["resources"]["limits"]["nvidia.com/gpu"] == 2 and c["resources"]["requests"]["nvidia.com/gpu"] == 2
+    )
+    assert {"cpu", "memory"} <= set(c["resources"]["requests"])
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert {v["name"] for v in pod["volumes"]} == {"model", "dshm"}
+    assert {m["mountPath"] for m in c["volumeMounts"]} == {"/models", "/dev/shm"}
+    one = list(yaml.safe_load_all(export_launch(trial(2, [level(4)]), "k8s")))[1]
+    assert one["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+
+
+def test_export_errors():
+    with pytest.raises(SpecError, match="valid: vllm, compose, k8s"):
+        export_launch(trial(0, [level(4)]), "helm")
+    with pytest.raises(NovaError, match="no launch argv"):
+        export_launch(TrialResult(number=7, state="PRUNED"), "vllm")
+
+
+def _policy(*ranges: PolicyRange, schedule=None) -> Verdict:
+    return Verdict("output_throughput", True, "0", None, (), (), tuple(ranges), schedule, "")
+
+
+def _range(lo, hi, choice, t, k=None):
+    return PolicyRange(
+        lo, hi, choice, t.key, t.study, t.number, "ngram" if k else "none", k, t.deployable_argv, ()
+    )
+
+
+def test_the_policy_export_names_its_source_and_asks_for_a_concurrency_when_it_switches():
+    tuned = trial(0, [level(4)], argv=launch_argv(0))
+    spec = trial(
+        1,
+        [level(4)],
+        argv=launch_argv(1, speculative_config='{"method":"ngram","num_speculative_tokens":3}'),
+        config=EngineConfig.from_dict({"speculative": {"method": "ngram", "num_speculative_tokens": 3}}),
+    )
+    r = study(tuned, spec)
+    one = launch_of_policy(r, _policy(_range(1, None, "tuned", tuned)))
+    assert "the tuned configuration at every concurrency (trial 0)" in one.source
+    switching = _policy(_range(1, 16, "speculative", spec, 3), _range(17, None, "tuned", tuned))
+    with pytest.raises(SpecError, match=r"--concurrency: .*\(1-16: ngram k=3 \(trial 1\); 17-inf: tuned"):
+        launch_of_policy(r, switching)
+    assert launch_of_policy(r, switching, concurrency=8).flags == launch_of_trial(spec).flags
+    assert launch_of_policy(r, switching, concurrency=64).flags == launch_of_trial(tuned).flags
+    scheduled = launch_of_policy(r, _policy(*switching.policy, schedule=((1, 16, 3), (17, 1024, 0))))
+    text = render(deployable(scheduled), "vllm")
+    assert '"num_speculative_tokens_per_batch_size":[[1,16,3],[17,1024,0]]' in text
+    assert "one server" in text.splitlines()[0]
