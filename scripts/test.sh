@@ -5,4 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 NOVA_ENGINE_PYTHON=$(bash scripts/setup.sh)
 export NOVA_ENGINE_PYTHON
+# Chromium renders the dashboard's study page in the browser test. Only this command installs it, and
+# only as root (CI is root): without root the browser test is skipped and says why.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+  echo "[test] chromium (apt-get; the dashboard test renders the study page with it)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=300 install -y -qq chromium >/dev/null 2>&1 \
+    || { apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 && apt-get -o DPkg::Lock::Timeout=300 install -y -qq chromium >&2; }
+fi
 exec .venv/bin/python -m pytest -m "" -p no:cacheprovider "$@"

@@ -8,6 +8,9 @@ speculative config is JSON.
 from __future__ import annotations
 
 import json
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +23,65 @@ FLAGS: dict[str, tuple[str, str]] = {k.name: (k.flag, k.kind) for k in KNOBS}
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
+#: what a server inherits from the worker's environment, by name or by prefix, and nothing else: never
+#: nova's own variables (NOVA_STORAGE holds the database password), never a stray credential. The
+#: spec's engine.env adds to it; ${NAME} there is read from the worker's environment at launch.
+INHERITED_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "TMP", "TEMP",
+        "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+        "VIRTUAL_ENV", "CC", "CXX", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+        "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    }
+)  # fmt: skip
+INHERITED_PREFIXES = (
+    "LC_", "XDG_", "CUDA_", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH", "PYTORCH_", "VLLM_", "HF_",
+    "HUGGING_FACE_", "TRANSFORMERS_", "TRITON_", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "UCX_",
+    "GLOO_", "CUBLAS_", "CUDNN_",
+)  # fmt: skip
+#: ``${NAME}`` or ``${NAME:-default}`` in an engine.env value
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def engine_environment(worker_env: Mapping[str, str], engine_env: Mapping[str, str]) -> dict[str, str]:
+    """The server's whole environment: the inherited part of the worker's (``INHERITED_*``), then the
+    spec's ``engine.env`` with ``${NAME}`` (or ``${NAME:-default}``) filled from the worker's
+    environment. Raises EngineError naming the variable when a reference without a default is not
+    set there."""
+    env = {
+        k: v
+        for k, v in worker_env.items()
+        if (k in INHERITED_NAMES or k.startswith(INHERITED_PREFIXES)) and k != "VLLM_API_KEY"
+    }
+    for key, value in engine_env.items():
+
+        def fill(m: re.Match[str], key: str = key) -> str:
+            name, default = m.group(1), m.group(2)
+            if name not in worker_env and default is not None:
+                return default
+            if name not in worker_env:
+                raise EngineError(
+                    f"engine.env.{key}: ${{{name}}} is not set in this worker's environment (export {name})"
+                )
+            return worker_env[name]
+
+        env[key] = _REFERENCE.sub(fill, value)
+    return env
+
+
+def unresolved_references(engine_env: Mapping[str, str], worker_env: Mapping[str, str]) -> list[str]:
+    """``engine.env.KEY: ${NAME}`` for every reference the worker's environment cannot fill."""
+    return [
+        f"engine.env.{k}: ${{{m.group(1)}}}"
+        for k, v in engine_env.items()
+        for m in _REFERENCE.finditer(v)
+        if m.group(1) not in worker_env and m.group(2) is None
+    ]
+
 
 @dataclass(frozen=True, slots=True)
 class LaunchPlan:
-    """What it takes to start one server: argv (no secrets in it) and the environment to add."""
+    """What it takes to start one server: argv (no secrets in it) and its whole environment."""
 
     argv: tuple[str, ...]
     env: dict[str, str]
@@ -71,7 +129,8 @@ def build_launch(
     gpus: tuple[int, ...] = (),
 ) -> LaunchPlan:
     """The full launch. The API key travels in the environment (VLLM_API_KEY), never in argv, so it
-    shows neither in ``ps`` nor in the argv stored on the trial."""
+    shows neither in ``ps`` nor in the argv stored on the trial. ``env`` is the server's whole
+    environment (``engine_environment``): nothing else of the worker's reaches it."""
     argv = [
         *engine_prefix(engine, model),
         "--served-model-name",
@@ -83,7 +142,7 @@ def build_launch(
         "--port",
         str(port),
     ]
-    env = dict(engine.env)
+    env = engine_environment(os.environ, engine.env)
     env["VLLM_API_KEY"] = api_key
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)

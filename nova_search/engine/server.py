@@ -127,7 +127,7 @@ class Server:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.plan.env}
+        env = dict(self.plan.env)  # the whole environment: nothing of the worker's beyond it (command.py)
         self._t0 = time.monotonic()
         with self.log_path.open("ab") as log:
             try:

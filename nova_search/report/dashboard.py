@@ -460,7 +460,7 @@ def open_dashboard(
     from nova_search.artifacts import filesystem_store
 
     if importlib.util.find_spec("optuna_dashboard") is None:
-        raise NovaError("optuna-dashboard is not installed: pip install 'nova-search[dashboard]'")
+        raise NovaError("optuna-dashboard is not installed in this environment: pip install optuna-dashboard")
     try:
         storage = open_storage(storage_url, read_only=True)
         study_names(storage, storage_url)  # fails now, not on the first page load

@@ -191,9 +191,17 @@ def test_artifacts_download_through_the_dashboard(dashboard, detail):
 
 
 def chromium() -> str:
+    """Chromium's path. Missing: a failure as root (the test command installs it then, as in CI),
+    else skipped, saying why (nothing else needs root)."""
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
-        pytest.fail("chromium is missing: `bash scripts/setup.sh` installs it (apt-get install chromium)")
+        if os.geteuid() == 0:
+            pytest.fail(
+                "chromium is missing: `bash scripts/test.sh` installs it as root (apt-get install chromium)"
+            )
+        pytest.skip(
+            "chromium is not installed and this user cannot install it (not root): apt-get install chromium"
+        )
     return path
 
 

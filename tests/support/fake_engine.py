@@ -28,18 +28,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     args, _ignored = p.parse_known_args(argv)
-    refuse = os.environ.get("FAKE_ENGINE_REFUSE")
+    refuse = os.environ.get("FAKE_ENGINE_REFUSE") or None
     if refuse and refuse in (sys.argv[1:] if argv is None else argv):
         print(f"ValueError: fake engine refuses {refuse}", file=sys.stderr, flush=True)
         sys.exit(1)
-    time.sleep(float(os.environ.get("FAKE_ENGINE_BOOT_S", "0.2")))
+    time.sleep(float(os.environ.get("FAKE_ENGINE_BOOT_S") or "0.2"))
     if os.environ.get("FAKE_ENGINE_CHILD") == "1":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
     options = StandinOptions(
         model=args.served_model_name or args.model,
         api_key=os.environ.get("VLLM_API_KEY"),
         ttft_s=0.005,
-        itl_s=float(os.environ.get("FAKE_ENGINE_ITL_S", "0.002")),
+        itl_s=float(os.environ.get("FAKE_ENGINE_ITL_S") or "0.002"),
     )
     asyncio.run(_serve(options, args.host, args.port, False))
 

@@ -14,6 +14,16 @@ from tests.support import REPO
 
 #: the module a stand-in spec launches as its "engine" (tests/support/fake_engine.py)
 FAKE_ENGINE = "tests.support.fake_engine"
+#: the stand-in's knobs, taken from each worker's environment (a server inherits nothing else of it)
+FAKE_ENGINE_ENV = {
+    name: f"${{{name}:-{default}}}"
+    for name, default in (
+        ("FAKE_ENGINE_BOOT_S", "0.2"),
+        ("FAKE_ENGINE_ITL_S", "0.002"),
+        ("FAKE_ENGINE_CHILD", ""),
+        ("FAKE_ENGINE_REFUSE", ""),
+    )
+}
 
 
 def minimal_spec_dict(**changes: object) -> dict[str, Any]:
@@ -21,7 +31,11 @@ def minimal_spec_dict(**changes: object) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "name": "mini",
         "model": {"path": "fake-model", "served_name": "fake", "vocab_size": 1000},
-        "engine": {"command": [sys.executable, "-m", FAKE_ENGINE], "device": "cpu"},
+        "engine": {
+            "command": [sys.executable, "-m", FAKE_ENGINE],
+            "device": "cpu",
+            "env": dict(FAKE_ENGINE_ENV),
+        },
         "sweep": {"concurrency": [1], "requests": 2},
         "objectives": [{"metric": "output_throughput", "direction": "maximize"}],
         "budget": {"n_trials": 1},
@@ -38,6 +52,7 @@ def fake_spec_dict(n_trials: int, **changes: object) -> dict[str, Any]:
         "engine": {
             "command": [sys.executable, "-m", FAKE_ENGINE],
             "device": "cpu",
+            "env": dict(FAKE_ENGINE_ENV),
             "boot_timeout_s": 30,
             "stop_timeout_s": 5,
         },

@@ -235,6 +235,19 @@ def test_dockerfile_runs_as_non_root_user() -> None:
             assert str(spec["securityContext"]["runAsUser"]) == user, doc["metadata"]["name"]
 
 
+def test_dockerfile_installs_the_wheel_as_users_do_and_checks_it_can_migrate() -> None:
+    """The image takes the path tests/integration/test_install.py takes: build the wheel, install it
+    (never editable, never the source folder), then migrate a database from the installed package."""
+    runs = [args for instr, args in dockerfile_instructions() if instr == "RUN"]
+    install = next(r for r in runs if "pip wheel" in r)
+    assert re.search(r"pip wheel [^&]*--no-deps -w (\S+) \.", install), install
+    assert re.search(r"pip install [^&]*\S+/nova_search-\*\.whl", install), install
+    assert " -e " not in install and "install ." not in install and "install --no-cache-dir ." not in install
+    assert "nova-search db upgrade --storage sqlite:///" in install
+    copies = [args for instr, args in dockerfile_instructions() if instr == "COPY"]
+    assert not any("alembic" in c for c in copies), "the migrations ship inside the package"
+
+
 def test_dockerfile_entrypoint_is_the_worker_in_exec_form() -> None:
     entrypoint = dockerfile_exec("ENTRYPOINT")
     assert entrypoint == ["nova-search", "worker"]
@@ -948,3 +961,53 @@ def test_gpu_spec_launches_the_vllm_cli() -> None:
     assert spec.sweep.concurrency == [1, 16, 64, 128]
     assert spec.model.vocab_size, "a hub id has no local config.json: the vocabulary size is given"
     assert spec.name == study_config()["NOVA_STUDY"] == env_example()["NOVA_STUDY"]
+
+
+# ---------------------------------------------------------------- least privilege
+
+
+def test_every_pod_runs_with_least_privilege() -> None:
+    pods = [(p, d) for p, d in k8s_docs() if pod_spec(d)]
+    assert pods
+    for path, doc in pods:
+        spec = pod_spec(doc)
+        where = f"{path.name}: {doc['metadata']['name']}"
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        assert spec["securityContext"]["runAsNonRoot"] is True, where
+        assert spec.get("automountServiceAccountToken") is False, where
+        for c in containers(doc):
+            sc = c.get("securityContext") or {}
+            assert sc.get("allowPrivilegeEscalation") is False, f"{where}/{c['name']}"
+            assert sc.get("capabilities") == {"drop": ["ALL"]}, f"{where}/{c['name']}"
+            assert "memory" in (c.get("resources") or {}).get("limits", {}), (
+                f"{where}/{c['name']}: no memory limit"
+            )
+
+
+def test_network_policies_fence_the_dashboard_and_the_database() -> None:
+    policies = {d["metadata"]["name"]: d for _, d in k8s_docs() if d["kind"] == "NetworkPolicy"}
+    dash = policies["nova-dashboard"]["spec"]
+    assert dash["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "nova-dashboard"}
+    assert dash["policyTypes"] == ["Ingress"] and dash["ingress"] == []  # nothing reaches the login-less UI
+    pg = policies["nova-postgres"]["spec"]
+    (rule,) = pg["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "nova-search"}}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 5432}]
+    # nova's own pods carry the label the policy admits
+    for _, doc in k8s_docs():
+        spec = pod_spec(doc)
+        if spec and any(c["image"] == K8S_IMAGE for c in containers(doc)):
+            labels = doc["spec"]["template"]["metadata"]["labels"]
+            assert labels["app.kubernetes.io/part-of"] == "nova-search"
+
+
+def test_compose_workers_are_limited_and_unprivileged() -> None:
+    services = compose()["services"]
+    workers = {n: s for n, s in services.items() if n.startswith("worker-")}
+    assert workers
+    for name, svc in workers.items():
+        assert svc["deploy"]["resources"]["limits"]["memory"], name
+        assert svc["deploy"]["resources"]["limits"]["cpus"], name
+    for name, svc in services.items():
+        if name != "postgres":
+            assert svc["cap_drop"] == ["ALL"] and "no-new-privileges:true" in svc["security_opt"], name

@@ -96,3 +96,13 @@ def test_a_speculative_only_staging_needs_a_tuned_configuration() -> None:
         ["stages=[speculative]", "budget={n_trials: 3}", "tuned.max_num_seqs=8"],
     )
     assert tuned_config(spec).max_num_seqs == 8
+
+
+def test_every_gpu_example_measures_at_least_three_windows_a_level() -> None:
+    """One window a level leaves every verdict at "not enough evidence": GPU examples measure three."""
+    from nova_search.analysis.noise import MIN_SAMPLES
+
+    gpu = [p for p in sorted(STUDIES.glob("*.yaml")) if load_spec(p).engine.device == "cuda"]
+    assert gpu
+    for path in gpu:
+        assert load_spec(path).sweep.repeats >= MIN_SAMPLES, path.name

@@ -1,0 +1,67 @@
+"""The way users install: build the wheel, install it (not editable) into a fresh virtual environment,
+and from a folder that is not the checkout run ``db upgrade``, ``create`` and a real one-trial study
+(vLLM on the CPU, the tiny model). The Dockerfile installs the same way (see test_deploy_files)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support import REPO
+from tests.support.specs import tiny_spec
+
+pytestmark = pytest.mark.slow
+
+
+def run(argv: list[str], cwd: Path, timeout: float = 900, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in ("NOVA_STORAGE", "PYTHONPATH", "VIRTUAL_ENV")}
+    r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**clean, **env})
+    assert r.returncode == 0, (
+        f"{' '.join(argv)} exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+    )
+    return r
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with nova-search installed from its wheel; its bin folder."""
+    tmp = tmp_path_factory.mktemp("install")
+    wheels = tmp / "wheels"
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)], cwd=tmp)
+    (wheel,) = wheels.glob("nova_search-*.whl")
+    run([sys.executable, "-m", "venv", str(tmp / "v")], cwd=tmp)
+    bin_dir = tmp / "v" / "bin"
+    run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)],
+        cwd=tmp,
+    )
+    return bin_dir
+
+
+def test_the_wheel_carries_the_migrations_and_installs_outside_the_checkout(installed: Path, tmp_path: Path):
+    where = run(
+        [str(installed / "python"), "-c", "import nova_search; print(nova_search.__file__)"], cwd=tmp_path
+    )
+    assert str(installed.parent) in where.stdout and str(REPO) not in where.stdout  # not the checkout
+    out = run([str(installed / "nova-search"), "db", "upgrade", "--storage", "sqlite:///x.db"], cwd=tmp_path)
+    assert "nova tables at revision 0003" in out.stdout
+
+
+def test_create_and_a_real_one_trial_study_from_the_installed_package(
+    installed: Path, tmp_path: Path, engine_python: str, tiny_model: Path
+):
+    spec = tmp_path / "study.yaml"
+    spec.write_text(yaml.safe_dump(tiny_spec(tiny_model, name="installed", budget={"n_trials": 1})))
+    nova = str(installed / "nova-search")
+    url = "sqlite:///study.db"
+    out = run([nova, "create", str(spec), "--storage", url], cwd=tmp_path)
+    assert "created study installed" in out.stdout
+    out = run([nova, "worker", "installed", "--storage", url], cwd=tmp_path, NOVA_ENGINE_PYTHON=engine_python)
+    assert "COMPLETE" in out.stdout
+    status = run([nova, "status", "installed", "--storage", url], cwd=tmp_path)
+    assert "COMPLETE 1" in status.stdout and "tuned baseline: trial 0" in status.stdout

@@ -1,0 +1,192 @@
+"""The worker loop without an engine: ``trial.run_trial`` is replaced by a function that returns values
+(or fails) at once, on a real SQLite storage. Budget, outcomes, the on_trial_done callback, orphaned
+trials, deferred signals, retried storage calls."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from datetime import datetime, timedelta
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+
+from nova_search import schema, worker
+from nova_search import study as nova_study
+from nova_search.db import count_toward_budget, open_storage, retrying
+from nova_search.engine.config import EngineConfig
+from nova_search.errors import SpecError, StorageError, TrialFailure
+from nova_search.spec import parse_spec
+from tests.support.specs import fake_spec_dict
+
+
+@pytest.fixture
+def url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'w.db'}"
+
+
+def make(url: str, n: int) -> tuple[optuna.Study, object]:
+    spec = parse_spec(fake_spec_dict(n))
+    nova_study.create(spec, url, "w")
+    return nova_study.load("w", url)
+
+
+def test_the_budget_is_met_exactly_and_each_trial_is_reported_once(url, monkeypatch, tmp_path):
+    study, spec = make(url, 5)
+    outcomes = iter(
+        [[1.0, 2.0], optuna.TrialPruned(), TrialFailure("oom", "x"), RuntimeError("bug"), [3.0, 1.0]]
+    )
+
+    def fake_run(trial, ctx):
+        schema.CONFIG.write(trial, EngineConfig(max_num_seqs=8))
+        out = next(outcomes)
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    monkeypatch.setattr(worker, "run_trial", fake_run)
+    done: list[tuple[int, TrialState]] = []
+    opts = worker.WorkerOptions(
+        artifacts_dir=str(tmp_path / "a"), on_trial_done=lambda s, t: done.append((t.number, t.state))
+    )
+    assert worker.run_worker(study, spec, opts) == 5
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [
+        TrialState.COMPLETE,
+        TrialState.PRUNED,
+        TrialState.FAIL,
+        TrialState.FAIL,
+        TrialState.COMPLETE,
+    ]
+    assert done == [(t.number, t.state) for t in trials]  # after each tell, with its final state
+    assert (
+        trials[3].user_attrs[schema.REASON.key] == "internal"
+        and "bug" in trials[3].user_attrs[schema.MESSAGE.key]
+    )
+    assert count_toward_budget(trials) == 5
+    # a second worker finds the budget spent and runs nothing
+    assert worker.run_worker(study, spec, opts) == 0
+
+
+def test_a_callback_that_raises_never_costs_the_study(url, monkeypatch, tmp_path):
+    study, spec = make(url, 2)
+    monkeypatch.setattr(worker, "run_trial", lambda trial, ctx: [1.0, 1.0])
+
+    def broken(s, t):
+        raise RuntimeError("dashboard down")
+
+    opts = worker.WorkerOptions(artifacts_dir=str(tmp_path / "a"), on_trial_done=broken)
+    assert worker.run_worker(study, spec, opts) == 2
+    assert [t.state for t in study.get_trials()] == [TrialState.COMPLETE] * 2
+
+
+def test_an_asked_trial_that_never_heartbeated_is_failed_and_requeued_after_the_grace_period(
+    url, monkeypatch
+):
+    monkeypatch.setenv("NOVA_HEARTBEAT_INTERVAL", "1")
+    monkeypatch.setenv("NOVA_GRACE_PERIOD", "2")
+    spec = parse_spec(fake_spec_dict(2))
+    nova_study.create(spec, url, "w")
+    storage = open_storage(url)
+    study = optuna.load_study(study_name="w", storage=storage)
+    orphan = study.ask()  # asked, then the worker "died": no heartbeat ever
+    assert worker.fail_orphans(study, storage) == []  # not yet past the grace period
+    old = datetime.now() - timedelta(seconds=10)
+    with storage.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE trials SET datetime_start = :t WHERE trial_id = :i"),
+            {"t": old, "i": orphan._trial_id},
+        )
+    beating = study.ask()
+    storage.record_heartbeat(beating._trial_id)
+    with storage.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE trials SET datetime_start = :t WHERE trial_id = :i"),
+            {"t": old, "i": beating._trial_id},
+        )
+    assert worker.fail_orphans(study, storage) == [orphan.number]
+    trials = study.get_trials()
+    assert trials[orphan.number].state == TrialState.FAIL
+    assert trials[beating.number].state == TrialState.RUNNING  # it beats: Optuna's stale check owns it
+    (retry,) = [t for t in trials if t.state == TrialState.WAITING]
+    assert retry.system_attrs[schema.RETRY_OF] == orphan.number
+    assert count_toward_budget(trials) == 1  # the failed orphan is replaced by its retry
+
+
+def test_the_first_heartbeat_is_written_with_the_ask(url):
+    study, spec = make(url, 1)
+    storage = worker.rdb_storage(study)
+    lock = worker.StorageLock(storage.engine, "w")
+    trial = worker._ask_within_budget(study, lock, budget=1)
+    with storage.engine.connect() as conn:
+        n = conn.execute(
+            text("SELECT count(*) FROM trial_heartbeats WHERE trial_id = :i"), {"i": trial._trial_id}
+        ).scalar_one()
+    assert n == 1
+    assert worker._ask_within_budget(study, lock, budget=1) is None  # the budget is spent
+
+
+def test_signals_are_deferred_while_an_outcome_is_recorded():
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        with worker.signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            seen.append("still recording")  # the signal did not cut this short
+    assert seen == ["still recording"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_slots_split_the_gpus_by_tensor_parallel_size():
+    assert worker.slots_for((), 1) == [()]
+    assert worker.slots_for((0, 1, 2, 3), 2) == [(0, 1), (2, 3)]
+    assert worker.slots_for((0, 1, 2), 2) == [(0, 1)]
+    with pytest.raises(SpecError, match="needs at least 2 GPUs"):
+        worker.slots_for((0,), 2)
+
+
+def test_retrying_waits_out_a_transient_error_and_gives_up_after_its_window():
+    calls = {"n": 0}
+
+    def flaky() -> str:
+        calls["n"] += 1
+        if calls["n"] < 3:
+            raise OperationalError("SELECT 1", {}, Exception("connection reset"))
+        return "ok"
+
+    assert retrying(flaky, 10, "read x") == "ok" and calls["n"] == 3
+
+    def down() -> None:
+        raise OperationalError("SELECT 1", {}, Exception("connection refused"))
+
+    with pytest.raises(StorageError, match=r"cannot read x the storage after \d+ attempts over 0.5 s"):
+        retrying(down, 0.5, "read x")
+
+    def refused() -> None:
+        raise ValueError("not a storage error")
+
+    with pytest.raises(ValueError):  # not transient: passes through at once
+        retrying(refused, 10, "read x")
+
+
+def test_workers_in_threads_share_one_budget(url, monkeypatch, tmp_path):
+    monkeypatch.setenv(
+        "NOVA_HEARTBEAT_INTERVAL", "1"
+    )  # a worker that finds the budget spent re-checks each beat
+    study, spec = make(url, 6)
+    monkeypatch.setattr(worker, "run_trial", lambda trial, ctx: [float(trial.number), 1.0])
+    ran: list[int] = []
+
+    def one() -> None:
+        s, sp = nova_study.load("w", url)
+        ran.append(worker.run_worker(s, sp, worker.WorkerOptions(artifacts_dir=str(tmp_path / "a"))))
+
+    threads = [threading.Thread(target=one) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(ran) == 6 and len(study.get_trials()) == 6
