@@ -76,6 +76,13 @@ def test_vllm_serve_launcher_runs_a_trial(engine_python: str, tiny_model: Path, 
 
     raw = tiny_spec(tiny_model, budget={"n_trials": 1})  # the one trial is the stock baseline
     raw["engine"]["command"] = [str(launcher), "serve"]
+    # a server inherits nothing of the worker's environment but what the engine needs (PATH, CUDA, HF,
+    # VLLM, ...): the launcher's interpreter and the test's marker are passed on as engine.env references
+    raw["engine"]["env"] = {
+        **raw["engine"].get("env", {}),
+        "NOVA_ENGINE_PYTHON": "${NOVA_ENGINE_PYTHON}",
+        "LAUNCHER_TEST_RUN": "${LAUNCHER_TEST_RUN}",
+    }
     spec_path = tmp_path / "launcher.yaml"
     spec_path.write_text(yaml.safe_dump(raw))
     url = f"sqlite:///{tmp_path}/study.db"
