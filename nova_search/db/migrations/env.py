@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from logging.config import fileConfig
 
+from alembic import context
 from sqlalchemy import pool
 
-from alembic import context
 from nova_search.db._url import open_engine, parse
 from nova_search.db.migrate import VERSION_TABLE, include_object
 from nova_search.db.models import Base
