@@ -47,6 +47,8 @@ class BenchPlan:
     per_chunk_usage: bool | None = None
     #: re-run a client-bound level on more processes where the cores allow
     rerun_client_bound: bool = True
+    #: open every lane's connection before the window (False: as vllm bench serve does)
+    preconnect: bool = True
 
 
 def served_model(url: str, api_key: str | None) -> str:
@@ -83,6 +85,7 @@ def run_bench(plan: BenchPlan) -> list[LevelResult]:
                 request_timeout_s=plan.request_timeout_s,
                 metrics_url=f"{url}/metrics",
                 per_chunk_usage=plan.per_chunk_usage,
+                preconnect=plan.preconnect,
             )
 
         run = measure_level(target, plan_for, client, expected)

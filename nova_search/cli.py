@@ -298,6 +298,13 @@ def bench(
             "tokens), per-chunk (exact tokens per chunk), final (as vllm bench serve asks).",
         ),
     ] = "auto",
+    preconnect: Annotated[
+        bool,
+        typer.Option(
+            "--preconnect/--no-preconnect",
+            help="Open every connection before the window (--no-preconnect: as vllm bench serve does).",
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
     json_names: Annotated[
         str,
@@ -328,6 +335,7 @@ def bench(
         cpus=pinned,
         processes=n_processes,
         per_chunk_usage=per_chunk,
+        preconnect=preconnect,
         api_key=api_key,
         model=model,
         num_requests=num_requests,

@@ -4,7 +4,8 @@ processes (``loadgen.procs``) that each run a *share* of it with this module's `
 
 A level, whatever the number of processes:
 
-1. every share runs its part of the warmup (excluded), then opens its lanes' connections;
+1. every share runs its part of the warmup (excluded), then opens its lanes' connections (unless
+   ``preconnect`` is off);
 2. once every share is ready (a barrier), the engine's /metrics is read once, *before* the window,
    so that read never lands on the window's first requests; then every share is told one start time
    ``t0`` on the machine's one monotonic clock and starts at it;
@@ -76,6 +77,10 @@ class LevelPlan:
     #: decided by the warmup: only when a warmup request showed chunks of several tokens (or there is
     #: no warmup), see loadgen.client
     per_chunk_usage: bool | None = None
+    #: open every lane's connection before the window, so that no measured request pays for
+    #: connecting; False: connections are those the warmup opened, the others are opened by the
+    #: window's first requests, as ``vllm bench serve`` does (the cross-check uses it)
+    preconnect: bool = True
 
     @property
     def max_in_flight(self) -> int:
@@ -274,7 +279,8 @@ async def run_share(
         multi = False
         if share.warmup:
             multi = await _warm(pool, target, share, warm_usage, plan.request_timeout_s)
-        await pool.prefill(share.lanes)
+        if plan.preconnect:
+            await pool.prefill(share.lanes)
         t0, per_chunk_usage = await control.ready(multi)
         delay = t0 - time.perf_counter()
         if delay > 0:
