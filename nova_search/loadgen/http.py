@@ -285,7 +285,10 @@ class _Connection(asyncio.Protocol):
     def _abort(self) -> None:
         self.closed = True
         if self.transport is not None:
-            self.transport.abort()
+            try:
+                self.transport.abort()
+            except RuntimeError:
+                pass  # its event loop is closed already: so is the socket
         self.pool._discard(self)
 
     def timeout(self, seconds: float) -> None:
