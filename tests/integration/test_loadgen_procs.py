@@ -133,7 +133,11 @@ def test_a_cpu_bound_client_is_flagged(engine_free_core: int) -> None:
     """One client process on one core against a stand-in (in a process of its own, on the other core)
     that streams with no delay, faster than one core parses (chat chunks with running usage: every
     chunk is decoded as JSON): the level is flagged client-bound, and as the one core given allows no
-    second process, it is kept flagged with that reason."""
+    second process, it is kept flagged with that reason.
+
+    Whether the client really is CPU-bound depends on the stand-in keeping up, which a busy neighbour
+    on its core can prevent: each attempt must be flagged exactly when its busiest process passed the
+    share, and one attempt of five must have been CPU-bound."""
     proc = subprocess.Popen(
         ["taskset", "-c", "0", sys.executable, "-m", "tests.support.standin", "--port", "0"],
         cwd=REPO,
@@ -142,20 +146,24 @@ def test_a_cpu_bound_client_is_flagged(engine_free_core: int) -> None:
     )
     prompt = Prompt((5,) * 8, 256, (Message("user", "hello there"),))
     plan = LevelPlan(concurrency=32, warmup=(), prompts=(prompt,) * 600, per_chunk_usage=True)
+    client = ClientPlan(cpus=(engine_free_core,))
+    flagged = []
     try:
         assert proc.stdout is not None
         base_url = proc.stdout.readline().split()[-1]
-        run = measure_level(
-            Target(base_url, "standin"), lambda attempt: plan, ClientPlan(cpus=(engine_free_core,))
-        )
+        for _ in range(5):
+            res = summarize(measure_level(Target(base_url, "standin"), lambda attempt: plan, client))
+            assert (res.requests, res.errors, res.output_tokens) == (600, 0, 600 * 256)
+            assert res.client_cpu_share is not None and res.client_processes == 1
+            assert res.client_bound is (res.client_cpu_share > client.bound_share), res.client_cpu_share
+            if res.client_bound:
+                assert "no more cores" in res.client_note and f"{res.client_cpu_share:.0%}" in res.client_note
+                flagged.append(res.client_cpu_share)
+                break
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    res = summarize(run)
-    assert (res.requests, res.errors, res.output_tokens) == (600, 0, 600 * 256)
-    assert res.client_bound is True, (res.client_cpu_share, run.client_note)
-    assert res.client_cpu_share > 0.7
-    assert "no more cores" in res.client_note
+    assert flagged, "the client never got CPU-bound in 5 tries: the stand-in's core was too busy"
 
 
 @pytest.fixture
