@@ -38,7 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from nova_search.loadgen.client import Target  # noqa: E402
-from nova_search.loadgen.runner import LevelPlan, run_level  # noqa: E402
+from nova_search.loadgen.procs import run_level  # noqa: E402
+from nova_search.loadgen.runner import LevelPlan  # noqa: E402
 from nova_search.loadgen.workload import Prompt  # noqa: E402
 from nova_search.metrics import summarize  # noqa: E402
 from tests.support.crosscheck import PeerClient, peer_client, vllm_bench_args  # noqa: E402
@@ -62,7 +63,7 @@ def prompts(n: int, input_len: int, output_len: int, seed: int) -> tuple[Prompt,
     )
 
 
-def start_standin(tokens_per_chunk: int, cpus: str) -> tuple[subprocess.Popen[str], str]:
+def start_standin(tokens_per_chunk: int, cpus: str, itl_ms: float = 0.0) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [
             "taskset",
@@ -75,6 +76,8 @@ def start_standin(tokens_per_chunk: int, cpus: str) -> tuple[subprocess.Popen[st
             "0",
             "--tokens-per-chunk",
             str(tokens_per_chunk),
+            "--itl-s",
+            str(itl_ms / 1000.0),
         ],
         cwd=REPO,
         stdout=subprocess.PIPE,
@@ -122,8 +125,14 @@ def nova_level(target: Target, c: int, n: int, args: argparse.Namespace, seed: i
     srv0 = proc_cpu_s(server_pid)
     run = run_level(
         target,
-        LevelPlan(concurrency=c, warmup=(), prompts=prompts(n, args.input_len, args.output_len, seed)),
+        LevelPlan(
+            concurrency=c,
+            warmup=(),
+            prompts=prompts(n, args.input_len, args.output_len, seed),
+            per_chunk_usage=args.usage == "per-chunk",
+        ),
         cpus,
+        args.processes,
     )
     srv1 = proc_cpu_s(server_pid)
     res = summarize(run)
@@ -202,9 +211,25 @@ def main() -> None:
     p.add_argument("--output-len", type=int, default=128)
     p.add_argument("--input-len", type=int, default=32)
     p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument(
+        "--itl-ms",
+        type=float,
+        default=0.0,
+        help="the stand-in's delay between chunks: 0 streams as fast as it can (both sides saturate and "
+        "reads carry several chunks); a few ms paces every stream as a GPU server does (one chunk a read)",
+    )
     p.add_argument("--repeats", type=int, default=3, help="runs per client and level, interleaved")
     p.add_argument("--server-cpus", default="0", help="cores of the stand-in (taskset list)")
     p.add_argument("--client-cpus", default="1", help="cores of each client (taskset list)")
+    p.add_argument(
+        "--usage",
+        choices=("final", "per-chunk"),
+        default="final",
+        help="nova asks for the final usage only (as vllm bench does) or running usage in every chunk",
+    )
+    p.add_argument(
+        "--processes", type=int, default=1, help="nova's client processes (split over --client-cpus)"
+    )
     p.add_argument("--tokenizer", type=Path, default=None, help="for vllm bench (default: the tiny model's)")
     p.add_argument("--no-vllm-bench", action="store_true", help="nova only (no NOVA_ENGINE_PYTHON needed)")
     args = p.parse_args()
@@ -219,7 +244,7 @@ def main() -> None:
 
         tokenizer = build_tiny_model(tmp / "tiny")
 
-    proc, base_url = start_standin(args.tokens_per_chunk, args.server_cpus)
+    proc, base_url = start_standin(args.tokens_per_chunk, args.server_cpus, args.itl_ms)
     target = Target(base_url=base_url, model="standin")
     results: dict[tuple[str, int], list[Row]] = {}
     t0 = time.monotonic()

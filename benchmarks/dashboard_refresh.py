@@ -1,5 +1,5 @@
 """What the dashboard update costs a worker after each trial (``report.dashboard.after_trial``): one
-read of the whole study (``api.study_results``), the trial's note, the study note and the graphs, as
+read of the whole study (``results.load.results_of``), the trial's note, the study note and the graphs, as
 the study grows. Without an engine: trials are written to storage the way a worker writes them (four
 levels each, config, argv, a note per trial already saved), then the update for the last one is timed.
 
@@ -27,20 +27,22 @@ import optuna  # noqa: E402
 from optuna.distributions import CategoricalDistribution, IntDistribution  # noqa: E402
 from optuna.trial import TrialState, create_trial  # noqa: E402
 
-from nova_search.api import study_results  # noqa: E402
+from nova_search import schema  # noqa: E402
+from nova_search.engine.config import EngineConfig  # noqa: E402
 from nova_search.metrics import LevelResult  # noqa: E402
 from nova_search.report.dashboard import (  # noqa: E402
     after_trial,
     refresh_dashboard,
-    save_trial_note,
     study_note_markdown,
     trial_note_markdown,
+    write_trial_note,
 )
+from nova_search.results.decode import study_results  # noqa: E402
 
 LEVELS = (1, 8, 32, 64)
 
 
-def level(c: int, tok_s: float) -> dict:
+def level(c: int, tok_s: float) -> LevelResult:
     ms = 100.0 + c
     return LevelResult(
         concurrency=c, requests=200, completed=200, errors=0, error_rate=0.0, duration_s=20.0,
@@ -52,7 +54,7 @@ def level(c: int, tok_s: float) -> dict:
         e2e_mean_ms=3000.0, e2e_p50_ms=2900.0, e2e_p90_ms=3500.0, e2e_p99_ms=4000.0,
         kv_cache_usage_peak=0.4, kv_cache_usage_mean=0.2, num_running_mean=float(c),
         num_waiting_mean=0.0, num_waiting_max=0.0, preemptions=0.0,
-    ).as_dict()  # fmt: skip
+    )  # fmt: skip
 
 
 def populate(url: str, n: int) -> optuna.Study:
@@ -72,12 +74,16 @@ def populate(url: str, n: int) -> optuna.Study:
             values=[tok * 4, 164.0],
             state=TrialState.COMPLETE,
             user_attrs={
-                "nova:role": "stock" if i == 0 else "search",
-                "nova:levels": [level(c, tok * (1 + j)) for j, c in enumerate(LEVELS)],
-                "nova:config": {"max_num_seqs": 1 + i % 256, "enable_prefix_caching": i % 2 == 0},
-                "nova:argv": ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/m"]
-                + ["--max-num-seqs", str(1 + i % 256), "--host", "127.0.0.1", "--port", "40000"],
-                "nova:summary": f"output_throughput@best={tok * 4:.4g}",
+                **(schema.ROLE.item("stock") if i == 0 else {}),
+                **schema.LEVELS.item(tuple(level(c, tok * (1 + j)) for j, c in enumerate(LEVELS))),
+                **schema.CONFIG.item(
+                    EngineConfig(max_num_seqs=1 + i % 256, enable_prefix_caching=i % 2 == 0)
+                ),
+                **schema.ARGV.item(
+                    ("python", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/m")
+                    + ("--max-num-seqs", str(1 + i % 256), "--host", "127.0.0.1", "--port", "40000")
+                ),
+                **schema.SUMMARY.item(f"output_throughput@best={tok * 4:.4g}"),
             },
         )
         study.add_trial(t)
@@ -85,7 +91,7 @@ def populate(url: str, n: int) -> optuna.Study:
     # system attributes, which each note and graph write reads back)
     results = study_results(study, url)
     for t in study.get_trials(deepcopy=False):
-        save_trial_note(optuna.Trial(study, t._trial_id), results.trial(t.number), results.objectives)
+        write_trial_note(study, results.trial(t.number), t._trial_id, results.objectives)
     refresh_dashboard(study, results)
     return study
 
@@ -111,7 +117,7 @@ def storage(postgres: bool):
 def measure(url: str, n: int, repeat: int) -> tuple[float, float, float, int, float]:
     """(after_trial s, study read s, markdown s, study system attributes, their MB), medians."""
     study = populate(url, n)
-    last = optuna.Trial(study, study.get_trials(deepcopy=False)[-1]._trial_id)
+    last = study.get_trials(deepcopy=False)[-1]
     total = statistics.median(timed(lambda: after_trial(study, last)) for _ in range(repeat))
     read = statistics.median(timed(lambda: study_results(study, url)) for _ in range(repeat))
     results = study_results(study, url)

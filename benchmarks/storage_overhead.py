@@ -23,12 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import optuna  # noqa: E402
 
+from nova_search import schema  # noqa: E402
 from nova_search import study as nova_study  # noqa: E402
-from nova_search.db import LevelStore  # noqa: E402
+from nova_search.db import LevelStore, StorageLock, rdb_storage  # noqa: E402
+from nova_search.engine.config import EngineConfig  # noqa: E402
 from nova_search.metrics import LevelResult  # noqa: E402
 from nova_search.spec import parse_spec  # noqa: E402
+from nova_search.worker import _ask_within_budget  # noqa: E402
 from tests.support.pg import fresh_database  # noqa: E402
-from tests.test_helpers import minimal_spec_dict  # noqa: E402
+from tests.support.specs import minimal_spec_dict  # noqa: E402
 
 LEVEL = LevelResult(
     concurrency=1,
@@ -49,18 +52,18 @@ LEVEL = LevelResult(
 def _worker(url: str, name: str, out: mp.Queue) -> None:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study, spec = nova_study.load(name, url)
-    storage = nova_study.rdb_storage(study)
-    lock = nova_study._BudgetLock(storage, name)
+    storage = rdb_storage(study)
+    lock = StorageLock(storage.engine, name)
     store = LevelStore(url)
     tells: list[float] = []
     n = 0
     while True:
-        trial = nova_study._ask_within_budget(study, lock, spec.budget.n_trials)
+        trial = _ask_within_budget(study, lock, spec.budget.n_trials)
         if trial is None:
             break
-        trial.set_user_attr("nova:config", {"max_num_seqs": 8})
-        trial.set_user_attr("nova:argv", ["python", "-m", "vllm", "--max-num-seqs", "8"])
-        trial.set_user_attr("nova:worker", {"host": "bench", "gpus": []})
+        schema.CONFIG.write(trial, EngineConfig(max_num_seqs=8))
+        schema.ARGV.write(trial, ("python", "-m", "vllm", "--max-num-seqs", "8"))
+        schema.WORKER.write(trial, schema.WorkerTag("bench"))
         for c in (1, 4):
             store.record(
                 trial_id=trial._trial_id,
@@ -74,10 +77,10 @@ def _worker(url: str, name: str, out: mp.Queue) -> None:
                 engine_version="x",
                 argv=["python"],
             )
-            trial.set_user_attr("nova:levels", [LEVEL.as_dict()] * (1 if c == 1 else 2))
-        trial.set_user_attr("nova:timing", {"boot_s": 1.0})
+            schema.LEVELS.write(trial, (LEVEL,) * (1 if c == 1 else 2))
+        schema.TIMING.write(trial, {"boot_s": 1.0})
         trial.set_constraint("ttft", -1.0)
-        trial.set_user_attr("nova:summary", "x")
+        schema.SUMMARY.write(trial, "x")
         t0 = time.perf_counter()
         study.tell(trial, [400.0])
         tells.append(time.perf_counter() - t0)

@@ -1,19 +1,30 @@
 """``nova-search bench``: measure an already-running OpenAI-compatible server with nova's load
 generator, level by level, and return the same LevelResults a trial stores. Used to check a
-deployment, and by the tests' cross-check against vLLM's own benchmark."""
+deployment, and by the cross-check against vLLM's own benchmark (tests/support/crosscheck.py,
+benchmarks/h200/crosscheck_h200.py).
+
+The client runs on ``cpus`` in as many processes as the level needs (``loadgen.procs``); a level
+whose busiest client process is CPU-bound is re-run on more processes, or reported flagged.
+``vllm_names`` turns a LevelResult into the keys ``vllm bench serve --save-result`` writes.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
 from nova_search.errors import NovaError
 from nova_search.loadgen.client import Target
-from nova_search.loadgen.runner import LevelPlan, run_level, take
+from nova_search.loadgen.procs import ClientPlan, chunk_rate, measure_level
+from nova_search.loadgen.runner import LevelPlan, PromptStream, take
 from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import LevelResult, summarize
 from nova_search.spec import ModelSpec, WorkloadSpec
+
+#: added to a level's seed for each re-run of a client-bound window (new prompts, same workload)
+RERUN_SEED_STEP = 7_919
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +39,16 @@ class BenchPlan:
     duration_s: float | None = None
     warmup_requests: int = 4
     request_timeout_s: float = 300.0
-    #: CPU cores the load generator is pinned to while it measures
+    #: CPU cores the load generator runs on (its processes split them)
     cpus: tuple[int, ...] | None = None
+    #: client processes; None: chosen per level from the cores and the expected rate
+    processes: int | None = None
+    #: running usage in every chunk: True, False, or None (decided by the warmup, see loadgen.client)
+    per_chunk_usage: bool | None = None
+    #: re-run a client-bound level on more processes where the cores allow
+    rerun_client_bound: bool = True
+    #: open every lane's connection before the window (False: as vllm bench serve does)
+    preconnect: bool = True
 
 
 def served_model(url: str, api_key: str | None) -> str:
@@ -50,21 +69,63 @@ def run_bench(plan: BenchPlan) -> list[LevelResult]:
     model = plan.model or served_model(url, plan.api_key)
     target = Target(url, model, plan.api_key)
     source = prompt_source(plan.workload, ModelSpec(path=model, vocab_size=plan.vocab_size))
+    client = ClientPlan(cpus=plan.cpus, processes=plan.processes, rerun=plan.rerun_client_bound)
     results = []
+    expected: float | None = None
     for i, c in enumerate(plan.concurrency):
-        warm = source.prompts(level_seed(plan.workload.seed, i, warmup=True))
-        prompts = source.prompts(level_seed(plan.workload.seed, i))
-        run = run_level(
-            target,
-            LevelPlan(
+        warm = take(source.prompts(level_seed(plan.workload.seed, i, warmup=True)), plan.warmup_requests)
+
+        def plan_for(attempt: int, i: int = i, c: int = c, warm: tuple = warm) -> LevelPlan:
+            seed = level_seed(plan.workload.seed, i) + attempt * RERUN_SEED_STEP
+            return LevelPlan(
                 concurrency=c,
-                warmup=take(warm, plan.warmup_requests),
-                prompts=take(prompts, plan.num_requests) if plan.num_requests else prompts,
+                warmup=warm,
+                prompts=PromptStream(source, seed, plan.num_requests),
                 duration_s=plan.duration_s,
                 request_timeout_s=plan.request_timeout_s,
                 metrics_url=f"{url}/metrics",
-            ),
-            plan.cpus,
-        )
+                per_chunk_usage=plan.per_chunk_usage,
+                preconnect=plan.preconnect,
+            )
+
+        run = measure_level(target, plan_for, client, expected)
+        # the next level's rate, if it grew in proportion to its concurrency (an upper bound)
+        expected = chunk_rate(run) * (plan.concurrency[i + 1] / c) if i + 1 < len(plan.concurrency) else None
         results.append(summarize(run))
     return results
+
+
+#: LevelResult latency names -> the names ``vllm bench serve`` uses in its result JSON
+_VLLM_LATENCY = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}
+_VLLM_STATS = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99", "p999": "p99.9"}
+
+
+def vllm_names(level: LevelResult) -> dict[str, Any]:
+    """One level under the keys of ``vllm bench serve --save-result`` (vLLM's
+    ``benchmarks/serve.py``): ``completed``, ``failed``, ``total_input_tokens``,
+    ``total_output_tokens``, ``duration``, ``request_throughput``, ``output_throughput``,
+    ``total_token_throughput``, ``max_concurrency``, and
+    ``{mean,median,p90,p99,p99.9}_{ttft,tpot,itl,e2el}_ms``
+    (vLLM writes only the percentiles it was asked for, p99 by default), plus nova's client figures
+    under ``nova_`` keys. ``request_goodput`` is nova's goodput (requests meeting nova's SLOs)."""
+    out: dict[str, Any] = {
+        "duration": level.duration_s,
+        "completed": level.completed,
+        "failed": level.errors,
+        "total_input_tokens": level.input_tokens,
+        "total_output_tokens": level.output_tokens,
+        "request_throughput": level.request_throughput,
+        "request_goodput": level.goodput,
+        "output_throughput": level.output_throughput,
+        "total_token_throughput": level.total_token_throughput,
+        "max_concurrency": level.concurrency,
+        "num_prompts": level.requests,
+    }
+    for ours, theirs in _VLLM_LATENCY.items():
+        for stat, word in _VLLM_STATS.items():
+            out[f"{word}_{theirs}_ms"] = getattr(level, f"{ours}_{stat}_ms")
+    out["nova_client_cpu_share"] = level.client_cpu_share
+    out["nova_client_processes"] = level.client_processes
+    out["nova_client_bound"] = level.client_bound
+    out["nova_client_note"] = level.client_note
+    return out

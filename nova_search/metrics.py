@@ -11,6 +11,10 @@
   ``goodput_rate`` is their share of the measured requests (failures count as misses). Without SLOs
   every successful request counts, so goodput equals ``request_throughput``.
 - Engine figures come from /metrics samples taken during the window; counters are window deltas.
+- Client: ``client_cpu_share`` is the busiest client process's CPU seconds / window (1.0 = one core
+  busy), ``client_processes`` how many processes drove the level, ``client_bound`` whether the
+  busiest one passed the client-bound share (``loadgen.procs``), and ``client_note`` why, and what
+  was done about it.
 """
 
 from __future__ import annotations
@@ -127,6 +131,10 @@ class LevelResult:
     spec_accepted_per_pos: list[float] = field(default_factory=list)
     client_cpu_share: float | None = None
     first_errors: list[str] = field(default_factory=list)
+    client_processes: int | None = None
+    #: None: not checked (a result stored before the check existed)
+    client_bound: bool | None = None
+    client_note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,12 +145,18 @@ class LevelResult:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-#: numeric metrics a user may name in objectives and constraints
-METRIC_NAMES: tuple[str, ...] = tuple(
-    f.name
-    for f in fields(LevelResult)
-    if f.name not in ("concurrency", "spec_accepted_per_pos", "first_errors")
+#: fields of LevelResult that are bookkeeping, not metrics (no column, not an objective)
+NOT_METRICS = (
+    "concurrency",
+    "spec_accepted_per_pos",
+    "first_errors",
+    "client_processes",
+    "client_bound",
+    "client_note",
 )
+
+#: numeric metrics a user may name in objectives and constraints
+METRIC_NAMES: tuple[str, ...] = tuple(f.name for f in fields(LevelResult) if f.name not in NOT_METRICS)
 
 
 #: metrics where lower is better besides the latencies (``*_ms``)
@@ -209,8 +223,11 @@ def summarize(run: LevelRun, slos: Sequence[RequestSLO] | None = None) -> LevelR
         request_throughput=len(ok) / duration,
         goodput=good / duration,
         goodput_rate=good / len(records) if records else None,
-        client_cpu_share=run.client_cpu_s / duration if run.client_cpu_s else None,
+        client_cpu_share=run.busiest_cpu_s / duration if run.client_cpu_s else None,
         first_errors=seen_errors[:3],
+        client_processes=run.processes,
+        client_bound=run.client_bound,
+        client_note=run.client_note,
         **stats,
         **engine_summary(run.engine_samples),
     )
@@ -293,6 +310,14 @@ def combine_repeats(results: Sequence[LevelResult]) -> LevelResult:
             values[name] = sum(column)
         elif name == "first_errors":
             values[name] = list(dict.fromkeys(e for r in results for e in r.first_errors))[:3]
+        elif name == "client_processes":
+            present_n = [v for v in column if v is not None]
+            values[name] = max(present_n) if present_n else None
+        elif name == "client_bound":
+            # one client-bound window makes the level client-bound
+            values[name] = None if all(v is None for v in column) else any(column)
+        elif name == "client_note":
+            values[name] = "; ".join(dict.fromkeys(v for v in column if v))
         elif name == "spec_accepted_per_pos":
             rows = [c for c in column if c]
             width = min((len(c) for c in rows), default=0)

@@ -9,9 +9,12 @@ from dataclasses import dataclass, field
 class RequestRecord:
     """One streamed request, as the load generator saw it. Failures are data (``success=False``).
 
-    Times are ``time.perf_counter()`` seconds. ``chunk_times[i]`` is when the i-th streamed chunk that
-    carried output tokens arrived and ``chunk_tokens[i]`` how many tokens it carried (counted exactly
-    from the server's running usage; speculative decoding puts several tokens in one chunk).
+    Times are ``time.perf_counter()`` seconds: CLOCK_MONOTONIC on Linux, one clock for every process
+    of the machine, so records of several client processes merge. ``chunk_times[i]`` is when the i-th
+    streamed chunk that carried output tokens arrived and ``chunk_tokens[i]`` how many tokens it
+    carried (speculative decoding puts several tokens in one chunk). ``tokens_exact`` is False when
+    the per-chunk counts could not be verified against the server's usage (see loadgen.client): the
+    totals still are exact, the split over chunks (and so ITL) is not.
     """
 
     send_time: float
@@ -23,6 +26,7 @@ class RequestRecord:
     chunk_tokens: tuple[int, ...] = ()
     error: str = ""
     status_code: int | None = None
+    tokens_exact: bool = True
 
     @property
     def ttft(self) -> float | None:
@@ -60,7 +64,15 @@ class EngineSample:
 
 @dataclass(frozen=True, slots=True)
 class LevelRun:
-    """What the load generator returns for one concurrency level."""
+    """What the load generator returns for one concurrency level.
+
+    The window runs from the first send (the earliest start of any client process) to the last
+    completion over all processes. ``process_cpu_s`` is each client process's CPU seconds over the
+    window; ``client_cpu_s`` their sum. ``client_bound`` says whether the busiest process used more
+    than the client-bound share of its core (``loadgen.procs.CLIENT_BOUND_SHARE``) in the window
+    that was kept; ``client_note`` says why and what was done about it (re-run with more processes,
+    or why it could not be).
+    """
 
     concurrency: int
     window_start: float
@@ -68,6 +80,19 @@ class LevelRun:
     records: tuple[RequestRecord, ...]
     engine_samples: tuple[EngineSample, ...] = ()
     client_cpu_s: float = 0.0
+    process_cpu_s: tuple[float, ...] = ()
+    #: whether the window asked the server for running usage in every chunk (see loadgen.client)
+    per_chunk_usage: bool = True
+    client_bound: bool | None = None
+    client_note: str = ""
+
+    @property
+    def processes(self) -> int:
+        return max(len(self.process_cpu_s), 1)
+
+    @property
+    def busiest_cpu_s(self) -> float:
+        return max(self.process_cpu_s, default=self.client_cpu_s)
 
 
 @dataclass(frozen=True, slots=True)

@@ -421,6 +421,39 @@ class WorkloadSpec(_Model):
         return self
 
 
+def parse_cores(text: str) -> list[int]:
+    """A core list as ``taskset -c`` writes it: numbers and ranges separated by commas (``8-15``,
+    ``0,2,4-7``, ``0-15:2`` for every second core). Sorted, without repeats; ValueError on anything
+    else (an empty list included)."""
+    cores: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part)
+        if m is None:
+            raise ValueError(f"{part!r} is not a core, nor a range of cores like 8-15")
+        low = int(m.group(1))
+        high = int(m.group(2)) if m.group(2) is not None else low
+        step = int(m.group(3)) if m.group(3) is not None else 1
+        if high < low or step < 1:
+            raise ValueError(f"{part!r}: a range goes from low to high, with a positive step")
+        cores.update(range(low, high + 1, step))
+    if not cores:
+        raise ValueError(f"{text!r} names no core")
+    return sorted(cores)
+
+
+def _cores(value: Any) -> Any:
+    """``client_cpus`` as YAML gives it: ``8-15``, ``"0,2,4-7"``, ``[8, 9]`` or ``["8-11", 14]``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, str):
+        return parse_cores(value)
+    if isinstance(value, list) and any(isinstance(v, str) for v in value):
+        return parse_cores(",".join(str(v) for v in value))
+    return value
+
+
 class SweepSpec(_Model):
     concurrency: list[int] = Field(min_length=1)
     #: requests sent at each level before the window opens; excluded from every metric
@@ -433,11 +466,21 @@ class SweepSpec(_Model):
     max_error_rate: float = Field(default=0.05, ge=0, le=1)
     #: seconds between /metrics samples of the engine during the window
     metrics_interval_s: float = Field(default=0.5, gt=0)
-    #: CPU cores the load generator is pinned to while it measures (see engine.cpus)
+    #: CPU cores the load generator runs on while it measures (see engine.cpus): a list, or a
+    #: taskset-style string such as ``8-15``. Its processes split them, one core or more each.
     client_cpus: list[int] | None = Field(default=None, min_length=1)
+    #: client processes per level; None: chosen per level from client_cpus and the expected rate
+    #: (one without client_cpus, at most one per core). A level whose busiest process is CPU-bound is
+    #: re-run on more processes where the cores allow, else stored flagged (``client_bound``).
+    client_processes: int | None = Field(default=None, ge=1)
     #: measurement windows per level, each with its own prompts; the level's figures are the medians
     #: and every headline metric gets a confidence interval (needs >= 2; 5+ for verdicts)
     repeats: int = Field(default=1, ge=1, le=50)
+
+    @field_validator("client_cpus", mode="before")
+    @classmethod
+    def _client_cpus(cls, v: Any) -> Any:
+        return _cores(v)
 
     @field_validator("concurrency")
     @classmethod

@@ -36,15 +36,16 @@ from nova_search.engine.probe import read_version
 from nova_search.engine.server import Server, free_port, tail
 from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
+from nova_search.loadgen.procs import ClientPlan, chunk_rate, measure_level
 from nova_search.loadgen.reference import collect_outputs, reference_prompts
-from nova_search.loadgen.runner import LevelPlan, run_level, take
+from nova_search.loadgen.runner import LevelPlan, PromptStream, take
 from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import HEADLINE, LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.space import Facts, incompatibilities, sample, stock_config, tuned_config
 from nova_search.spec import StudySpec
 
-#: share of one core above which the load generator may be what limits the measurement
-CLIENT_CPU_WARN = 0.8
+#: added to a window's seed for each re-run of a client-bound window (new prompts, same workload)
+RERUN_SEED_STEP = 7_919
 
 
 class Reporter(Protocol):
@@ -236,6 +237,10 @@ def _measure(
     warnings: list[str] = []
     measured = 0.0
     origin: float | None = None
+    client = ClientPlan(
+        cpus=tuple(sweep.client_cpus) if sweep.client_cpus else None, processes=sweep.client_processes
+    )
+    expected: float | None = None  # the next level's chunk rate, scaled from the last one's
     for i, c in enumerate(sweep.concurrency):
         windows: list[LevelResult] = []
         last_sample: dict[str, float] = {}
@@ -245,24 +250,30 @@ def _measure(
                 f"concurrency {c}" + (f" · window {r + 1}/{sweep.repeats}" if sweep.repeats > 1 else ""),
             )
             seed = level_seed(spec.workload.seed, i, repeat=r)
-            prompts = source.prompts(seed)
-            plan = LevelPlan(
-                concurrency=c,
-                # the warmup runs once per level, before its first window
-                warmup=take(
-                    source.prompts(level_seed(spec.workload.seed, i, warmup=True)), sweep.warmup_requests
-                )
+            # the warmup runs once per level, before its first window
+            warmup = (
+                take(source.prompts(level_seed(spec.workload.seed, i, warmup=True)), sweep.warmup_requests)
                 if r == 0
-                else (),
-                prompts=take(prompts, sweep.requests) if sweep.requests else prompts,
-                duration_s=sweep.duration_s,
-                request_timeout_s=sweep.request_timeout_s,
-                metrics_url=f"{server.base_url}/metrics",
-                metrics_interval_s=sweep.metrics_interval_s,
-                arrival=spec.workload.arrival,
-                arrival_seed=seed,
+                else ()
             )
-            run = run_level(target, plan, sweep.client_cpus)
+
+            def plan_for(attempt: int, c: int = c, seed: int = seed, warmup: tuple = warmup) -> LevelPlan:
+                # a re-run of a client-bound window gets prompts of its own (the prefix cache saw the others)
+                run_seed = seed + attempt * RERUN_SEED_STEP
+                return LevelPlan(
+                    concurrency=c,
+                    warmup=warmup,
+                    prompts=PromptStream(source, run_seed, sweep.requests),
+                    duration_s=sweep.duration_s,
+                    request_timeout_s=sweep.request_timeout_s,
+                    metrics_url=f"{server.base_url}/metrics",
+                    metrics_interval_s=sweep.metrics_interval_s,
+                    arrival=spec.workload.arrival,
+                    arrival_seed=run_seed,
+                )
+
+            run = measure_level(target, plan_for, client, expected)
+            expected = chunk_rate(run)
             measured += run.window_end - run.window_start
             origin = run.window_start if origin is None else origin
             append_jsonl(requests_path, request_rows(run.records, level=c, repeat=r, origin=origin))
@@ -270,15 +281,17 @@ def _measure(
                 raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))
             windows.append(summarize(run, slos))
             last_sample = run.engine_samples[-1].values if run.engine_samples else last_sample
+        if i + 1 < len(sweep.concurrency) and expected is not None:
+            expected *= sweep.concurrency[i + 1] / c
         level = combine_repeats(windows)
         levels.append(level)
         if sweep.repeats > 1:
             repeats[c] = [{m: getattr(w, m) for m in HEADLINE} for w in windows]
             intervals[str(c)] = _intervals(windows)
-        if (level.client_cpu_share or 0.0) > CLIENT_CPU_WARN:
+        if level.client_bound:
             warnings.append(
-                f"concurrency {c}: the load generator used {level.client_cpu_share:.0%} of a core; it may "
-                "be the bottleneck (pin it away from the engine with sweep.client_cpus, or lower the level)"
+                f"concurrency {c}: client-bound, its figures may be the load generator's rather than the "
+                f"server's: {level.client_note}"
             )
             ctx.reporter.phase(trial.number, "warning: " + warnings[-1])
         ctx.sink.record(

@@ -26,28 +26,39 @@ def main(path: str) -> None:
     best = max(done, key=lambda t: t["values"][first])
     plain = [t for t in done if not (t["config"] or {}).get("speculative")]
     tuned = max(plain, key=lambda t: t["values"][first]) if plain else None
-    print(f"study {study['study']}: {len(trials)} trials, device {stock['device_name']}, "
-          f"vLLM {stock['engine_version']}")
+    print(
+        f"study {study['study']}: {len(trials)} trials, device {stock['device_name']}, "
+        f"vLLM {stock['engine_version']}"
+    )
     print(f"\nstock (trial {stock['number']}) vs best by {first} (trial {best['number']}):\n")
     print("| concurrency | stock tok/s | best tok/s | gain | stock TTFT p99 ms | best TTFT p99 ms |")
     print("|---:|---:|---:|---:|---:|---:|")
     for a, b in zip(stock["levels"], best["levels"], strict=True):
         gain = (b["output_throughput"] / a["output_throughput"] - 1) * 100
-        print(f"| {a['concurrency']} | {a['output_throughput']:.0f} | {b['output_throughput']:.0f} | "
-              f"{gain:+.1f} % | {a['ttft_p99_ms']:.0f} | {b['ttft_p99_ms']:.0f} |")
+        print(
+            f"| {a['concurrency']} | {a['output_throughput']:.0f} | {b['output_throughput']:.0f} | "
+            f"{gain:+.1f} % | {a['ttft_p99_ms']:.0f} | {b['ttft_p99_ms']:.0f} |"
+        )
     if tuned is not None:
         print(f"\nstock vs the best non-speculative trial (trial {tuned['number']}):\n")
         print("| concurrency | stock tok/s | tuned tok/s | gain | stock TTFT p99 ms | tuned TTFT p99 ms |")
         print("|---:|---:|---:|---:|---:|---:|")
         for a, b in zip(stock["levels"], tuned["levels"], strict=True):
             gain = (b["output_throughput"] / a["output_throughput"] - 1) * 100
-            print(f"| {a['concurrency']} | {a['output_throughput']:.0f} | {b['output_throughput']:.0f} | "
-                  f"{gain:+.1f} % | {a['ttft_p99_ms']:.0f} | {b['ttft_p99_ms']:.0f} |")
+            print(
+                f"| {a['concurrency']} | {a['output_throughput']:.0f} | {b['output_throughput']:.0f} | "
+                f"{gain:+.1f} % | {a['ttft_p99_ms']:.0f} | {b['ttft_p99_ms']:.0f} |"
+            )
     rates = [lv.get("spec_acceptance_rate") for lv in best["levels"]]
     if any(r is not None for r in rates):
-        print("\nbest trial's draft acceptance rate per level: "
-              + ", ".join(f"{lv['concurrency']}: {r:.3f}" for lv, r in zip(best["levels"], rates, strict=True)
-                          if r is not None))
+        print(
+            "\nbest trial's draft acceptance rate per level: "
+            + ", ".join(
+                f"{lv['concurrency']}: {r:.3f}"
+                for lv, r in zip(best["levels"], rates, strict=True)
+                if r is not None
+            )
+        )
     print("\nbest launch command:\n")
     print("    " + shlex.join(best["deployable_argv"]))
 
@@ -64,15 +75,21 @@ def main(path: str) -> None:
         measured += tm.get("measure_s", 0.0)
         total += tm["total_s"]
         share = tm.get("measure_s", 0.0) / tm["total_s"] * 100
-        print(f"| {t['number']} | {t['state']} | {tm.get('boot_s', 0):.0f} | {tm.get('measure_s', 0):.0f} | "
-              f"{tm['total_s']:.0f} | {share:.0f} % |")
-    print(f"\nall launched trials: {total:.0f} s of GPU time ({total / 3600:.3f} GPU-hours), "
-          f"{measured:.0f} s inside measurement windows: {measured / total * 100:.0f} %; "
-          f"boot {sum(boots):.0f} s: {sum(boots) / total * 100:.0f} %; the rest (warmup requests, "
-          f"window drain, /metrics, teardown): {(total - measured - sum(boots)) / total * 100:.0f} %")
+        print(
+            f"| {t['number']} | {t['state']} | {tm.get('boot_s', 0):.0f} | {tm.get('measure_s', 0):.0f} | "
+            f"{tm['total_s']:.0f} | {share:.0f} % |"
+        )
+    print(
+        f"\nall launched trials: {total:.0f} s of GPU time ({total / 3600:.3f} GPU-hours), "
+        f"{measured:.0f} s inside measurement windows: {measured / total * 100:.0f} %; "
+        f"boot {sum(boots):.0f} s: {sum(boots) / total * 100:.0f} %; the rest (warmup requests, "
+        f"window drain, /metrics, teardown): {(total - measured - sum(boots)) / total * 100:.0f} %"
+    )
     print(f"mean cost of a launched trial: {total / len(boots):.0f} GPU-seconds")
-    print(f"first boot (cold compile cache): {boots[0]:.0f} s; later boots: median "
-          f"{statistics.median(boots[1:]):.0f} s (min {min(boots[1:]):.0f}, max {max(boots[1:]):.0f})")
+    print(
+        f"first boot (cold compile cache): {boots[0]:.0f} s; later boots: median "
+        f"{statistics.median(boots[1:]):.0f} s (min {min(boots[1:]):.0f}, max {max(boots[1:]):.0f})"
+    )
 
 
 if __name__ == "__main__":

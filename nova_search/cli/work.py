@@ -16,6 +16,7 @@ from nova_search.cli._common import (
     StorageOpt,
     StudyNameOpt,
     app,
+    choice,
     console,
     err_console,
     fail,
@@ -241,24 +242,62 @@ def bench(
     ] = 1000,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     cpus: Annotated[
-        str | None, typer.Option("--cpus", help="Pin the load generator to these cores, e.g. 1.")
+        str | None,
+        typer.Option("--cpus", help="Cores the load generator runs on, as taskset takes them: 1, 8-15, 0,2."),
     ] = None,
+    processes: Annotated[
+        str,
+        typer.Option(
+            "--processes",
+            help="Client processes per level, or auto (from --cpus and the expected rate; 1 without --cpus).",
+        ),
+    ] = "auto",
+    usage: Annotated[
+        str,
+        typer.Option(
+            "--usage",
+            help="Usage in the stream: auto (per chunk only when the warmup shows chunks of several "
+            "tokens), per-chunk (exact tokens per chunk), final (as vllm bench serve asks).",
+        ),
+    ] = "auto",
+    preconnect: Annotated[
+        bool,
+        typer.Option(
+            "--preconnect/--no-preconnect",
+            help="Open every connection before the window (--no-preconnect: as vllm bench serve does).",
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
+    json_names: Annotated[
+        str,
+        typer.Option(
+            "--json-names",
+            help="Keys of --json: nova (LevelResult fields) or vllm (vllm bench serve --save-result keys).",
+        ),
+    ] = "nova",
 ) -> None:
     """Measure an already-running server with nova's load generator and print the profile per level."""
     import json
 
-    from nova_search.bench import BenchPlan, run_bench
+    from nova_search.bench import BenchPlan, run_bench, vllm_names
     from nova_search.spec import WorkloadSpec
 
     levels = guard(lambda: parse_ints(concurrency, "--concurrency", "1,8,32", required=True))
     if (num_requests is None) == (duration is None):
         fail(SpecError("give exactly one of --num-requests or --duration"))
-    pinned = guard(lambda: parse_ints(cpus, "--cpus", "1")) or None
+    pinned = guard(lambda: _parse_cores(cpus, "--cpus")) or None
+    n_processes = guard(lambda: _parse_processes(processes))
+    per_chunk = {"auto": None, "per-chunk": True, "final": False}[
+        guard(lambda: choice("--usage", usage, ("auto", "per-chunk", "final")))
+    ]
+    names = guard(lambda: choice("--json-names", json_names, ("nova", "vllm")))
     plan = BenchPlan(
         url=url,
         concurrency=levels,
         cpus=pinned,
+        processes=n_processes,
+        per_chunk_usage=per_chunk,
+        preconnect=preconnect,
         api_key=api_key,
         model=model,
         num_requests=num_requests,
@@ -269,11 +308,39 @@ def bench(
     )
     results = guard(lambda: run_bench(plan))
     if as_json:
-        print(json.dumps([r.as_dict() for r in results], indent=2))
+        rows = [vllm_names(r) if names == "vllm" else r.as_dict() for r in results]
+        print(json.dumps(rows, indent=2))
         return
     from nova_search.progress import profile_table
 
     console.print(profile_table(results, title=f"nova-search bench {url}"))
+    for r in results:
+        if r.client_note:
+            console.print(f"concurrency {r.concurrency}: {r.client_note}", highlight=False)
+
+
+def _parse_cores(text: str | None, flag: str) -> tuple[int, ...]:
+    """A taskset-style core list (``8-15``, ``0,2,4-7``); empty for None."""
+    from nova_search.spec import parse_cores
+
+    if not text:
+        return ()
+    try:
+        return tuple(parse_cores(text))
+    except ValueError as e:
+        raise SpecError(f"{flag} {text!r}: {e}; e.g. 1 or 8-15 or 0,2,4-7") from None
+
+
+def _parse_processes(text: str) -> int | None:
+    if text == "auto":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise SpecError(f"--processes {text!r}: give a positive integer or auto")
+    return n
 
 
 @app.command()

@@ -28,10 +28,11 @@ API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 #: spec's engine.env adds to it; ${NAME} there is read from the worker's environment at launch.
 INHERITED_NAMES = frozenset(
     {
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "TMP", "TEMP",
-        "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
-        "VIRTUAL_ENV", "CC", "CXX", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
-        "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "TMP",
+        "TEMP", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED",
+        "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV", "CC", "CXX", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+        "http_proxy", "https_proxy", "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
     }
 )  # fmt: skip
 INHERITED_PREFIXES = (

@@ -1,28 +1,60 @@
 """One level of load: closed loop (N requests in flight until the level's requests or duration are
-done) or Poisson arrivals (open loop at a rate, capped in flight).
+done) or Poisson arrivals (open loop at a rate, capped in flight), driven by one or more client
+processes (``loadgen.procs``) that each run a *share* of it with this module's ``run_share``.
 
-A warmup runs first and is excluded (closed loop, at the level's concurrency, or at the Poisson
-cap). While the window is open, a poller samples the engine's /metrics (gauges need reads during
-load: a read before it shows 0).
+A level, whatever the number of processes:
+
+1. every share runs its part of the warmup (excluded), then opens its lanes' connections (unless
+   ``preconnect`` is off);
+2. once every share is ready (a barrier), the engine's /metrics is read once, *before* the window,
+   so that read never lands on the window's first requests; then every share is told one start time
+   ``t0`` on the machine's one monotonic clock and starts at it;
+3. the shares split the work so that their merged requests are exactly what one process would have
+   sent: closed loop, each lane claims the next prompt index from a counter the shares have in
+   common (request count: every prompt once; duration: a prefix of the stream, none skipped);
+   Poisson, every share computes the same seeded schedule and sends the arrivals whose index it
+   owns (index mod shares), so the rate is split and the merged arrivals are one schedule;
+4. while the window is open, /metrics is read every ``metrics_interval_s`` (the text is kept and
+   parsed after the window: the Prometheus parser is slow and must not delay chunk timestamps), and
+   once more after the last request.
+
+The window runs from the earliest share start to the last completion.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
+from typing import Protocol
 
-import httpx
 import numpy as np
 
 from nova_search.engine.probe import parse_metrics
 from nova_search.loadgen.client import Target, send
-from nova_search.loadgen.workload import Prompt
-from nova_search.records import EngineSample, LevelRun, RequestRecord
+from nova_search.loadgen.http import Pool
+from nova_search.loadgen.workload import Prompt, PromptSource
+from nova_search.records import EngineSample, RequestRecord
 from nova_search.spec import ArrivalSpec, ClosedArrival, PoissonArrival
+
+
+@dataclass(frozen=True, slots=True)
+class PromptStream:
+    """A picklable, re-iterable prompt stream: ``source.prompts(seed)``, the first ``count`` of them
+    (None: endless, for duration-bound windows). Every client process iterates its own copy."""
+
+    source: PromptSource
+    seed: int
+    count: int | None = None
+
+    def __iter__(self) -> Iterator[Prompt]:
+        prompts = self.source.prompts(self.seed)
+        return islice(prompts, self.count) if self.count is not None else prompts
+
+
+Prompts = tuple[Prompt, ...] | PromptStream | Iterator[Prompt]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +63,9 @@ class LevelPlan:
     #: arrival gives ``max_in_flight``
     concurrency: int
     warmup: tuple[Prompt, ...]
-    #: a finite tuple (request count) or an endless iterator bounded by duration_s
-    prompts: tuple[Prompt, ...] | Iterator[Prompt]
+    #: a finite tuple or ``PromptStream`` with a count (request count), or an endless stream bounded by
+    #: ``duration_s``. Several processes need a tuple or a PromptStream (an iterator cannot be shared).
+    prompts: Prompts
     duration_s: float | None = None
     request_timeout_s: float = 300.0
     metrics_url: str | None = None
@@ -40,6 +73,14 @@ class LevelPlan:
     arrival: ArrivalSpec = ClosedArrival()
     #: seeds the Poisson gaps
     arrival_seed: int = 0
+    #: ask for running usage in every chunk (exact tokens per chunk; costs the server CPU). None:
+    #: decided by the warmup: only when a warmup request showed chunks of several tokens (or there is
+    #: no warmup), see loadgen.client
+    per_chunk_usage: bool | None = None
+    #: open every lane's connection before the window, so that no measured request pays for
+    #: connecting; False: connections are those the warmup opened, the others are opened by the
+    #: window's first requests, as ``vllm bench serve`` does (the cross-check uses it)
+    preconnect: bool = True
 
     @property
     def max_in_flight(self) -> int:
@@ -49,24 +90,123 @@ class LevelPlan:
         return self.concurrency
 
 
+@dataclass(frozen=True, slots=True)
+class Share:
+    """What one client process does of a level: share ``index`` of ``of``."""
+
+    index: int
+    of: int
+    #: closed loop: its lanes; Poisson: its part of the in-flight cap
+    lanes: int
+    warmup: tuple[Prompt, ...]
+
+
+def split(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal integers, larger first."""
+    return [total // parts + (1 if k < total % parts else 0) for k in range(parts)]
+
+
+def shares(plan: LevelPlan, processes: int) -> list[Share]:
+    """The level split over ``processes`` (at most one per request in flight)."""
+    n = max(1, min(processes, plan.max_in_flight))
+    return [
+        Share(index=k, of=n, lanes=lanes, warmup=plan.warmup[k::n])
+        for k, lanes in enumerate(split(plan.max_in_flight, n))
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareResult:
+    records: tuple[RequestRecord, ...]
+    #: ``perf_counter`` when the share started its window (just after ``t0``)
+    start: float
+    #: CPU seconds of the share's process (``time.process_time``) from its start to its last completion
+    cpu_s: float
+
+
+class Claims(Protocol):
+    """The next prompt index of a closed loop, shared by every share of a level."""
+
+    def claim(self) -> int: ...
+
+
+class LocalClaims:
+    def __init__(self) -> None:
+        self._next = 0
+
+    def claim(self) -> int:
+        i = self._next
+        self._next = i + 1
+        return i
+
+
+class Control(Protocol):
+    """How a share meets the barrier: says it is ready (and whether its warmup saw chunks of several
+    tokens), and learns the start time and whether to ask for running usage."""
+
+    async def ready(self, multi_token_chunks: bool) -> tuple[float, bool]: ...
+
+
+class _Cursor:
+    """Prompt ``i`` of a level's prompts, for indices that only grow (one share's claims)."""
+
+    def __init__(self, prompts: Iterable[Prompt]) -> None:
+        self._seq = prompts if isinstance(prompts, tuple) else None
+        self._it = iter(prompts) if self._seq is None else None
+        self._pos = 0
+
+    def at(self, i: int) -> Prompt | None:
+        if self._seq is not None:
+            return self._seq[i] if i < len(self._seq) else None
+        assert self._it is not None
+        while self._pos < i:  # another share's prompts: drawn (the stream is one) and dropped
+            if next(self._it, None) is None:
+                return None
+            self._pos += 1
+        self._pos = i + 1
+        return next(self._it, None)
+
+
+# -- one share -------------------------------------------------------------------------------------
+
+
+async def _warm(pool: Pool, target: Target, share: Share, per_chunk_usage: bool, timeout_s: float) -> bool:
+    """The share's warmup (closed loop at its lanes); whether any request showed several tokens in a
+    chunk it could not count exactly."""
+    queue = list(share.warmup)[::-1]
+    seen: list[RequestRecord] = []
+
+    async def lane() -> None:
+        while queue:
+            seen.append(await send(pool, target, queue.pop(), per_chunk_usage, timeout_s))
+
+    await asyncio.gather(*(lane() for _ in range(min(share.lanes, len(queue)))))
+    return any(r.success and not r.tokens_exact for r in seen)
+
+
 async def _closed_loop(
-    client: httpx.AsyncClient,
+    pool: Pool,
     target: Target,
-    concurrency: int,
-    prompts: tuple[Prompt, ...] | Iterator[Prompt],
+    lanes: int,
+    prompts: Iterable[Prompt],
+    claims: Claims,
     deadline: float | None,
+    per_chunk_usage: bool,
+    timeout_s: float,
 ) -> list[RequestRecord]:
-    source = iter(prompts)
+    cursor = _Cursor(prompts)
     records: list[RequestRecord] = []
 
     async def lane() -> None:
+        # the deadline is checked before the claim, so every claimed index is sent: the merged
+        # requests of all shares are a prefix of the stream, with no index skipped
         while deadline is None or time.perf_counter() < deadline:
-            prompt = next(source, None)
+            prompt = cursor.at(claims.claim())
             if prompt is None:
                 return
-            records.append(await send(client, target, prompt))
+            records.append(await send(pool, target, prompt, per_chunk_usage, timeout_s))
 
-    await asyncio.gather(*(lane() for _ in range(concurrency)))
+    await asyncio.gather(*(lane() for _ in range(lanes)))
     return records
 
 
@@ -78,130 +218,163 @@ def poisson_gaps(rate: float, seed: int) -> Iterator[float]:
 
 
 async def _poisson(
-    client: httpx.AsyncClient,
+    pool: Pool,
     target: Target,
     rate: float,
-    max_in_flight: int,
-    prompts: tuple[Prompt, ...] | Iterator[Prompt],
+    share: Share,
+    prompts: Iterable[Prompt],
+    start: float,
     deadline: float | None,
     seed: int,
+    per_chunk_usage: bool,
+    timeout_s: float,
 ) -> list[RequestRecord]:
-    """Open loop: the first request at once, each next one a seeded exponential gap after the one
-    before it was due. A request due while ``max_in_flight`` are out waits for one to finish and
-    goes at once (the schedule is not shifted, as ``vllm bench serve --max-concurrency`` does).
-    With a deadline, nothing is sent at or after it; the requests out are awaited."""
+    """Open loop: arrival 0 at ``start``, each next one a seeded exponential gap after the one before
+    it was due; this share sends the arrivals whose index is ``share.index`` mod ``share.of`` (every
+    share computes the same schedule, so together they send it all, at the full rate). A request due
+    while the share's ``lanes`` are out waits for one to finish and goes at once (the schedule is not
+    shifted, as ``vllm bench serve --max-concurrency`` does). With a deadline, nothing is sent at or
+    after it; the requests out are awaited."""
     source = iter(prompts)
     gaps = poisson_gaps(rate, seed)
-    slots = asyncio.Semaphore(max_in_flight)
+    slots = asyncio.Semaphore(max(share.lanes, 1))
     records: list[RequestRecord] = []
     tasks: list[asyncio.Task[None]] = []
 
     async def one(prompt: Prompt) -> None:
         try:
-            records.append(await send(client, target, prompt))
+            records.append(await send(pool, target, prompt, per_chunk_usage, timeout_s))
         finally:
             slots.release()
 
-    due = time.perf_counter()
+    due = start
+    j = 0
     while deadline is None or due < deadline:
         prompt = next(source, None)
         if prompt is None:
             break
-        delay = due - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        await slots.acquire()
-        if deadline is not None and time.perf_counter() >= deadline:
-            slots.release()
-            break
-        tasks.append(asyncio.create_task(one(prompt)))
+        if j % share.of == share.index:
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await slots.acquire()
+            if deadline is not None and time.perf_counter() >= deadline:
+                slots.release()
+                break
+            tasks.append(asyncio.create_task(one(prompt)))
         due += next(gaps)
+        j += 1
     await asyncio.gather(*tasks)
     return records
 
 
-async def _load(
-    client: httpx.AsyncClient, target: Target, plan: LevelPlan, deadline: float | None
-) -> list[RequestRecord]:
-    if isinstance(plan.arrival, PoissonArrival):
-        return await _poisson(
-            client,
-            target,
-            plan.arrival.rate,
-            plan.max_in_flight,
-            plan.prompts,
-            deadline,
-            plan.arrival_seed,
-        )
-    return await _closed_loop(client, target, plan.concurrency, plan.prompts, deadline)
-
-
-async def _poll(
-    client: httpx.AsyncClient, url: str, interval: float, out: list[EngineSample], stop: asyncio.Event
-) -> None:
-    while True:
-        await _sample(client, url, out)
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval)
-            return
-        except TimeoutError:
-            continue
-
-
-async def _sample(client: httpx.AsyncClient, url: str, out: list[EngineSample]) -> None:
+async def run_share(
+    target: Target, plan: LevelPlan, share: Share, claims: Claims, control: Control
+) -> ShareResult:
+    """One share of a level: warmup, barrier, window. The same code runs in the caller's process (one
+    share) and in each client process (several)."""
+    pool = Pool(target.base_url)
     try:
-        r = await client.get(url, timeout=5.0)
-        if r.status_code == 200:
-            out.append(parse_metrics(r.text))
-    except httpx.HTTPError:
-        pass  # a missed sample is not a failed measurement
-
-
-async def run_level_async(target: Target, plan: LevelPlan) -> LevelRun:
-    width = plan.max_in_flight
-    limits = httpx.Limits(max_connections=width + 4, max_keepalive_connections=width + 4)
-    timeout = httpx.Timeout(plan.request_timeout_s, connect=10.0)
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
-        if plan.warmup:
-            await _closed_loop(client, target, width, plan.warmup, None)
-        samples: list[EngineSample] = []
-        stop = asyncio.Event()
-        poller = (
-            asyncio.create_task(_poll(client, plan.metrics_url, plan.metrics_interval_s, samples, stop))
-            if plan.metrics_url
-            else None
-        )
-        cpu0 = time.process_time()
+        warm_usage = plan.per_chunk_usage if plan.per_chunk_usage is not None else False
+        multi = False
+        if share.warmup:
+            multi = await _warm(pool, target, share, warm_usage, plan.request_timeout_s)
+        if plan.preconnect:
+            await pool.prefill(share.lanes)
+        t0, per_chunk_usage = await control.ready(multi)
+        delay = t0 - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
         start = time.perf_counter()
-        deadline = start + plan.duration_s if plan.duration_s is not None else None
-        records = await _load(client, target, plan, deadline)
-        end = max([start, *(r.end_time for r in records)])
+        cpu0 = time.process_time()
+        deadline = t0 + plan.duration_s if plan.duration_s is not None else None
+        if isinstance(plan.arrival, PoissonArrival):
+            records = await _poisson(
+                pool,
+                target,
+                plan.arrival.rate,
+                share,
+                plan.prompts,
+                t0,
+                deadline,
+                plan.arrival_seed,
+                per_chunk_usage,
+                plan.request_timeout_s,
+            )
+        else:
+            records = await _closed_loop(
+                pool,
+                target,
+                share.lanes,
+                plan.prompts,
+                claims,
+                deadline,
+                per_chunk_usage,
+                plan.request_timeout_s,
+            )
         cpu = time.process_time() - cpu0
-        if poller is not None:
-            stop.set()
-            await poller
-            await _sample(client, plan.metrics_url, samples)  # counters after the last request
-    return LevelRun(
-        concurrency=plan.concurrency,
-        window_start=start,
-        window_end=end,
-        records=tuple(records),
-        engine_samples=tuple(samples),
-        client_cpu_s=cpu,
-    )
-
-
-def run_level(target: Target, plan: LevelPlan, cpus: tuple[int, ...] | list[int] | None = None) -> LevelRun:
-    """Run one level. With ``cpus``, the calling thread (the load generator's event loop) is pinned to
-    those cores while it measures, then restored."""
-    if not cpus:
-        return asyncio.run(run_level_async(target, plan))
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, set(cpus))
-    try:
-        return asyncio.run(run_level_async(target, plan))
     finally:
-        os.sched_setaffinity(0, before)
+        pool.close()
+    return ShareResult(records=tuple(records), start=start, cpu_s=cpu)
+
+
+def decide_usage(plan: LevelPlan, multi_token_chunks: bool) -> bool:
+    """Whether the window asks for running usage in every chunk."""
+    if plan.per_chunk_usage is not None:
+        return plan.per_chunk_usage
+    return multi_token_chunks or not plan.warmup
+
+
+# -- the engine's /metrics ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RawSample:
+    time: float
+    text: str
+
+
+class MetricsReader:
+    """Reads /metrics as text (cheap); ``samples()`` parses them once the window is over."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None) -> None:
+        base, _, path = url.partition("://")
+        host, _, rest = path.partition("/")
+        self._pool = Pool(f"{base}://{host}")
+        self._path = "/" + rest
+        self._headers = headers or {}
+        self.raw: list[RawSample] = []
+
+    async def read(self) -> None:
+        at = time.perf_counter()
+        reply = await self._pool.get(self._path, self._headers, 5.0)
+        if reply.status == 200 and not reply.error:
+            self.raw.append(RawSample(at, reply.body.decode(errors="replace")))
+        # a missed sample is not a failed measurement
+
+    async def poll(self, first_at: float, interval: float, stop: asyncio.Event) -> None:
+        """Read at ``first_at``, then every ``interval``, until ``stop``."""
+        due = first_at
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=max(due - time.perf_counter(), 0.0))
+                return
+            except TimeoutError:
+                pass
+            await self.read()
+            due += interval
+
+    def samples(self) -> tuple[EngineSample, ...]:
+        out = []
+        for raw in self.raw:
+            try:
+                out.append(parse_metrics(raw.text, at=raw.time))
+            except ValueError:
+                continue  # a malformed read is a missed sample
+        return tuple(out)
+
+    def close(self) -> None:
+        self._pool.close()
 
 
 def take(prompts: Iterator[Prompt], n: int) -> tuple[Prompt, ...]:

@@ -20,7 +20,10 @@ from tests.support.crosscheck import CrossCheckPlan, compare, report, run_crossc
 
 pytestmark = pytest.mark.slow
 
-PLAN = CrossCheckPlan(input_len=96, output_len=48, concurrency=4, num_requests=48, warmups=4, pairs=2)
+# nova in two client processes (sharing the client core): the merged figures must cover the same workload
+PLAN = CrossCheckPlan(
+    input_len=96, output_len=48, concurrency=4, num_requests=48, warmups=4, pairs=2, processes=2
+)
 
 
 def test_nova_and_vllm_bench_measure_the_same_workload_on_the_same_server(
@@ -46,6 +49,7 @@ def test_nova_and_vllm_bench_measure_the_same_workload_on_the_same_server(
             assert f.output_tokens == PLAN.num_requests * PLAN.output_len, text
             assert f.output_throughput > 0 and f.ttft_p50_ms > 0 and f.tpot_p50_ms > 0, text
         assert pair.nova.figures.input_tokens == PLAN.num_requests * PLAN.input_len, text
+        assert pair.nova.figures.processes == PLAN.processes, text
         # vLLM's random dataset decodes token ids to text and re-encodes it: a few tokens may move
         assert pair.peer.figures.input_tokens == pytest.approx(PLAN.num_requests * PLAN.input_len, rel=0.01)
     figures = compare(check.pairs)

@@ -19,7 +19,9 @@ import pytest
 
 from nova_search.engine.probe import parse_metrics, read_version
 from nova_search.loadgen.client import Target, send
-from nova_search.loadgen.runner import LevelPlan, run_level
+from nova_search.loadgen.http import Pool
+from nova_search.loadgen.procs import run_level
+from nova_search.loadgen.runner import LevelPlan
 from nova_search.loadgen.workload import Prompt
 from nova_search.metrics import summarize
 from nova_search.records import RequestRecord
@@ -47,10 +49,13 @@ def target(srv: StandinServer, api_key: str | None = None) -> Target:
     return Target(base_url=srv.base_url, model=srv.model, api_key=api_key or srv.api_key)
 
 
-def send_one(tgt: Target, p: Prompt, timeout: float = 10.0) -> RequestRecord:
+def send_one(tgt: Target, p: Prompt, timeout: float = 10.0, per_chunk_usage: bool = True) -> RequestRecord:
     async def go() -> RequestRecord:
-        async with httpx.AsyncClient(timeout=timeout) as client:
-            return await asyncio.wait_for(send(client, tgt, p), timeout)
+        pool = Pool(tgt.base_url)
+        try:
+            return await send(pool, tgt, p, per_chunk_usage, timeout)
+        finally:
+            pool.close()
 
     return asyncio.run(go())
 
@@ -224,8 +229,12 @@ def test_engine_metrics_are_sampled_during_the_window(standin) -> None:
     )
     run = run_level(target(srv), plan)
     samples = run.engine_samples
-    assert len(samples) >= 2
-    assert all(s.time >= run.window_start for s in samples)
+    assert len(samples) >= 3
+    # one read before the window (after the warmup), none on top of its first requests, the others in it
+    assert samples[0].time < run.window_start
+    assert all(s.time >= run.window_start + plan.metrics_interval_s for s in samples[1:])
+    window_reads = [t for t in srv.stats().metrics_times if t >= run.window_start]
+    assert window_reads and min(window_reads) >= run.window_start + plan.metrics_interval_s
     gen = [s.values["vllm:generation_tokens_total"] for s in samples]
     assert gen == sorted(gen)
     assert gen[-1] - gen[0] == requests * n  # a window delta: the warmup's tokens are not in it

@@ -20,7 +20,9 @@ import pytest
 from tokenizers import Tokenizer
 
 from nova_search.loadgen.client import Target, send
-from nova_search.loadgen.runner import LevelPlan, poisson_gaps, run_level, take
+from nova_search.loadgen.http import Pool
+from nova_search.loadgen.procs import run_level
+from nova_search.loadgen.runner import LevelPlan, poisson_gaps, take
 from nova_search.loadgen.workload import Message, Prompt, level_seed, prompt_source
 from nova_search.metrics import summarize
 from nova_search.records import RequestRecord
@@ -115,8 +117,11 @@ def test_chat_failures_are_data(standin, tiny_model: Path) -> None:
     prompt = Prompt((5, 6), 3, (Message("user", "hi"),))
 
     async def go() -> list[RequestRecord]:
-        async with httpx.AsyncClient(timeout=5) as client:
-            return [await send(client, target(srv), prompt) for _ in range(2)]
+        pool = Pool(srv.base_url)
+        try:
+            return [await send(pool, target(srv), prompt, timeout_s=5) for _ in range(2)]
+        finally:
+            pool.close()
 
     ok, failed = asyncio.run(go())
     assert ok.success and ok.output_tokens == 3

@@ -28,7 +28,16 @@ The figures compared mean the same on both sides (see the README's metric defini
 
 Two differences remain by design and are small here: vLLM's warmups repeat the first prompt of the
 run (so the first measured request finds its prompt in the prefix cache; one request of many), and
-nova asks for running usage in every chunk and samples /metrics every 0.5 s while it measures.
+nova samples /metrics every 0.5 s while it measures (once before the window, then from half a
+second in). nova asks for the final usage only, as vLLM's client does, unless its warmup shows
+chunks of several tokens (speculative decoding).
+
+Connections are made equal too: vLLM's client keeps the connections its warmups opened and opens the
+others with the window's first requests, so nova runs with ``--no-preconnect`` here (by default it
+opens every connection before the window).
+
+nova runs on ``client_cpus`` (a taskset list such as ``8-15``) in ``processes`` client processes
+(None: as many as it chooses for the level); its figures carry the busiest process's CPU share.
 """
 
 from __future__ import annotations
@@ -58,8 +67,10 @@ class CrossCheckPlan:
     warmups: int = 4
     #: peer/nova pairs, run in ABBA order
     pairs: int = 6
-    #: the core both clients run on (never the server's)
+    #: the cores both clients run on (never the server's), as taskset takes them: "1", "8-15"
     client_cpus: str = "1"
+    #: nova's client processes (``bench --processes``); None: auto
+    processes: int | None = None
     #: vocabulary nova draws prompt ids below (the tiny model's)
     vocab_size: int = 2048
     seed: int = 0
@@ -77,6 +88,10 @@ class Figures:
     input_tokens: int
     output_tokens: int
     duration_s: float
+    #: nova only: the busiest client process's CPU share, the processes, the client-bound flag
+    client_cpu_share: float | None = None
+    processes: int | None = None
+    client_bound: bool | None = None
 
 
 METRICS = ("output_throughput", "ttft_p50_ms", "tpot_p50_ms")
@@ -141,7 +156,9 @@ class CoreWatch:
     @classmethod
     def of(cls, pid: int, client_cpus: str) -> CoreWatch:
         """For a server started in its own session (nova's ``Server``: ``server.proc.pid``)."""
-        clients = {int(c) for c in client_cpus.split(",")}
+        from nova_search.spec import parse_cores
+
+        clients = set(parse_cores(client_cpus))
         return cls(os.getpgid(pid), os.sched_getaffinity(pid), clients)
 
     def snapshot(self) -> Snapshot:
@@ -211,6 +228,9 @@ def nova_figures(level: dict) -> Figures:
         input_tokens=int(level["input_tokens"]),
         output_tokens=int(level["output_tokens"]),
         duration_s=float(level["duration_s"]),
+        client_cpu_share=level.get("client_cpu_share"),
+        processes=level.get("client_processes"),
+        client_bound=level.get("client_bound"),
     )
 
 
@@ -306,6 +326,10 @@ def nova_argv(plan: CrossCheckPlan, base_url: str, model: str, seed: int) -> lis
         str(seed),
         "--cpus",
         plan.client_cpus,
+        "--processes",
+        str(plan.processes) if plan.processes is not None else "auto",
+        # connections as vLLM's client has them: those its warmup opened, the rest opened in the window
+        "--no-preconnect",
         "--json",
     ]
 
@@ -366,7 +390,9 @@ def peer_client(engine_python: str, cpus: str, api_key: str | None, log: Path) -
                 proc.wait()
 
 
-def nova_run(plan: CrossCheckPlan, base_url: str, model: str, api_key: str | None, seed: int) -> dict:
+def nova_run(
+    plan: CrossCheckPlan, base_url: str, model: str, api_key: str | None, seed: int, timeout_s: float = 600.0
+) -> dict:
     """``nova-search bench --json`` at one level, pinned; its one LevelResult as a dict."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
@@ -378,7 +404,7 @@ def nova_run(plan: CrossCheckPlan, base_url: str, model: str, api_key: str | Non
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s,
     )
     if r.returncode != 0:
         raise RuntimeError(f"nova-search bench failed ({r.returncode}): {r.stderr[-2000:]}")
@@ -444,32 +470,49 @@ def run_crosscheck(
     stop_at = time.monotonic() + budget_s if budget_s is not None else None
     pairs: list[Pair] = []
     with peer_client(engine_python, plan.client_cpus, api_key, work_dir / "vllm-bench.log") as client:
-
-        def one(who: str, seed: int) -> Run:
-            cpu0 = client.cpu_s() if who == "peer" else _children_cpu_s()
-            before = watch.snapshot() if watch else None
-            if who == "peer":
-                figures = peer_figures(client.run(peer_args(plan, base_url, model, tokenizer, seed)))
-            else:
-                figures = nova_figures(nova_run(plan, base_url, model, api_key, seed))
-            after = watch.snapshot() if watch else None
-            cpu = (client.cpu_s() if who == "peer" else _children_cpu_s()) - cpu0
-            load = CoreWatch.load(before, after, cpu) if before and after else None
-            run = Run(who, seed, figures, load)
-            if progress:
-                print(f"  {describe(run)}", flush=True)
-            return run
-
         while len(pairs) < limit and sum(p.clean(others_limit) for p in pairs) < plan.pairs:
             if pairs and stop_at is not None and time.monotonic() > stop_at:
                 break
             if watch is not None and not watch.wait_quiet(others_limit, stop_at):
                 break
-            i = len(pairs)
-            order = ("peer", "nova") if i % 2 == 0 else ("nova", "peer")
-            runs = {who: one(who, plan.seed * 1000 + 2 * i + k) for k, who in enumerate(order)}
-            pairs.append(Pair(runs["peer"], runs["nova"], order[0]))
+            pairs.append(
+                run_pair(client, plan, len(pairs), base_url, model, api_key, tokenizer, watch, progress)
+            )
     return CrossCheck(plan, tuple(pairs), others_limit)
+
+
+def run_pair(
+    client: PeerClient,
+    plan: CrossCheckPlan,
+    i: int,
+    base_url: str,
+    model: str,
+    api_key: str | None,
+    tokenizer: str | Path,
+    watch: CoreWatch | None = None,
+    progress: bool = False,
+) -> Pair:
+    """Pair ``i`` of a plan: peer then nova for even ``i``, nova then peer for odd (ABBA), each run
+    with seeds of its own."""
+
+    def one(who: str, seed: int) -> Run:
+        cpu0 = client.cpu_s() if who == "peer" else _children_cpu_s()
+        before = watch.snapshot() if watch else None
+        if who == "peer":
+            figures = peer_figures(client.run(peer_args(plan, base_url, model, tokenizer, seed), 900.0))
+        else:
+            figures = nova_figures(nova_run(plan, base_url, model, api_key, seed))
+        after = watch.snapshot() if watch else None
+        cpu = (client.cpu_s() if who == "peer" else _children_cpu_s()) - cpu0
+        load = CoreWatch.load(before, after, cpu) if before and after else None
+        run = Run(who, seed, figures, load)
+        if progress:
+            print(f"  {describe(run)}", flush=True)
+        return run
+
+    order = ("peer", "nova") if i % 2 == 0 else ("nova", "peer")
+    runs = {who: one(who, plan.seed * 1000 + 2 * i + k) for k, who in enumerate(order)}
+    return Pair(runs["peer"], runs["nova"], order[0])
 
 
 def describe(run: Run) -> str:
@@ -480,9 +523,15 @@ def describe(run: Run) -> str:
         if run.load
         else ""
     )
+    client = (
+        f"  client {f.client_cpu_share:.0%} of a core (busiest of {f.processes})"
+        + ("  CLIENT-BOUND" if f.client_bound else "")
+        if f.client_cpu_share is not None
+        else ""
+    )
     return (
         f"{run.client:4} seed {run.seed:>4}: {f.output_throughput:7.1f} tok/s"
-        f"  TTFT p50 {f.ttft_p50_ms:6.2f} ms  TPOT p50 {f.tpot_p50_ms:6.3f} ms{load}"
+        f"  TTFT p50 {f.ttft_p50_ms:6.2f} ms  TPOT p50 {f.tpot_p50_ms:6.3f} ms{client}{load}"
     )
 
 

@@ -108,6 +108,8 @@ class StandinStats:
     tokens_served: int = 0
     metrics_reads: int = 0
     arrivals: list[float] = field(default_factory=list)
+    #: when each /metrics read arrived (``time.perf_counter()``)
+    metrics_times: list[float] = field(default_factory=list)
     #: with ``record_prompts``: what each request asked, in arrival order
     prompts: list[dict[str, object]] = field(default_factory=list)
 
@@ -245,6 +247,7 @@ class StandinApp:
         else:  # /metrics
             with self._lock:
                 self._stats.metrics_reads += 1
+                self._stats.metrics_times.append(time.perf_counter())
             text = self.metrics_text().encode()
             _write(writer, 200, text, "text/plain; version=0.0.4; charset=utf-8", keep)
         await writer.drain()

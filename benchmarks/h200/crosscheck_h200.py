@@ -1,0 +1,198 @@
+"""Cross-check on a GPU: nova's load generator against ``vllm bench serve`` on one running vLLM server,
+shape by shape, in ABBA pairs, written as ``summary.json`` plus a table (``summary.md``).
+
+The server is already running (started by whoever runs this, on cores of its own); this script only
+drives it. Both clients run on ``--client-cpus`` (nova split into as many processes as it chooses,
+``--processes`` to force a number). What is made equal on both sides, run by run, is in
+tests/support/crosscheck.py: same lengths (vLLM's random dataset at range ratio 0; nova's random
+token ids), same concurrency, request count, warmups, greedy sampling, ``ignore_eos``.
+
+Pairs go round robin over the shapes (pair 0 of every shape, then pair 1, ...), so a run cut short
+still has the same number of pairs for every shape; ``summary.json`` is rewritten after every pair.
+Every run is also appended to ``runs.jsonl`` with all its figures.
+
+    PYTHONPATH=/tmp/site:$PWD python3 benchmarks/h200/crosscheck_h200.py \\
+        --url http://127.0.0.1:8000 --model qwen3-8b --tokenizer /path/to/model \\
+        --client-cpus 8-15 --pairs 3 --out benchmarks/results/crosscheck-h200
+
+``--shapes`` takes ``IN/OUT@CONCURRENCY:REQUESTS`` items separated by commas (default: the five
+shapes of the issue, ``DEFAULT_SHAPES``); ``--engine-python`` the interpreter that imports vLLM
+(default ``python3``, with vLLM on ``PYTHONPATH``); the API key comes from ``--api-key`` or
+``NOVA_BENCH_API_KEY`` (none by default). The goal it reports against: medians within 3 % in output
+throughput and within 5 % in median TTFT and median TPOT, and no client-bound nova run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from tests.support.crosscheck import CrossCheckPlan, Pair, describe, peer_client, run_pair  # noqa: E402
+
+#: the issue's shapes; requests chosen so that 5 shapes x 3 pairs x 2 clients take about 7 minutes on
+#: one H200 with the Qwen3-8B shape (from the issue's figures: 2.5k tok/s at c=16, 3.2k at c=64 with
+#: 1024-token prompts, 14k at c=256): 3-4 waves of the closed loop below 256 (6-10 s a run), one
+#: wave of 512-token outputs at 256 and 512 (about 9 s and 13 s); plus 16 warmups and about 3 s of
+#: start-up a run
+DEFAULT_SHAPES = "512/256@16:64,1024/128@64:192,128/512@256:256,128/512@512:512,2048/128@64:192"
+DEFAULT_WARMUPS = 16
+#: the goal, as relative differences of the medians
+GOAL = {"output_throughput": 0.03, "ttft_p50_ms": 0.05, "tpot_p50_ms": 0.05}
+SUMMARY_KEYS = ("output_throughput", "ttft_p50_ms", "tpot_p50_ms")
+
+
+@dataclass(frozen=True)
+class Shape:
+    input_len: int
+    output_len: int
+    concurrency: int
+    num_requests: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shape:
+        try:
+            lens, rest = text.strip().split("@")
+            conc, requests = rest.split(":")
+            inp, out = lens.split("/")
+            return cls(int(inp), int(out), int(conc), int(requests))
+        except ValueError:
+            raise SystemExit(f"--shapes: {text!r} is not IN/OUT@CONCURRENCY:REQUESTS") from None
+
+    @property
+    def label(self) -> str:
+        return f"{self.input_len}/{self.output_len} c={self.concurrency} n={self.num_requests}"
+
+
+def vocab_size(model_dir: Path) -> int:
+    """The model's vocabulary (prompt ids are drawn below 0.99 of it), from config.json."""
+    cfg = json.loads((model_dir / "config.json").read_text())
+    v = cfg.get("vocab_size") or cfg.get("text_config", {}).get("vocab_size")
+    if not isinstance(v, int):
+        raise SystemExit(f"{model_dir}/config.json has no vocab_size")
+    return v
+
+
+def pair_entry(pair: Pair) -> dict:
+    peer, nova = pair.peer.figures, pair.nova.figures
+    return {
+        "peer": {k: getattr(peer, k) for k in SUMMARY_KEYS},
+        "nova": {
+            **{k: getattr(nova, k) for k in SUMMARY_KEYS},
+            "client_cpu_share": nova.client_cpu_share,
+            "processes": nova.processes,
+        },
+    }
+
+
+def summary(shapes: list[Shape], pairs: dict[Shape, list[Pair]]) -> list[dict]:
+    return [{**asdict(s), "pairs": [pair_entry(p) for p in pairs[s]]} for s in shapes]
+
+
+def table(shapes: list[Shape], pairs: dict[Shape, list[Pair]]) -> str:
+    """The medians per shape, their relative difference, and whether each meets the goal."""
+    lines = [
+        "| shape (in/out, concurrency, requests) | pairs | vllm bench tok/s | nova tok/s | Δ | "
+        "TTFT p50 ms vllm / nova | Δ | TPOT p50 ms vllm / nova | Δ | nova client CPU (max), procs | goal |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for s in shapes:
+        ps = pairs[s]
+        if not ps:
+            continue
+        med: dict[str, tuple[float, float, float]] = {}
+        for k in SUMMARY_KEYS:
+            peer = statistics.median(getattr(p.peer.figures, k) for p in ps)
+            nova = statistics.median(getattr(p.nova.figures, k) for p in ps)
+            med[k] = (peer, nova, (nova - peer) / peer)
+        shares = [p.nova.figures.client_cpu_share or 0.0 for p in ps]
+        procs = sorted({p.nova.figures.processes for p in ps if p.nova.figures.processes})
+        bound = any(p.nova.figures.client_bound for p in ps)
+        ok = all(abs(med[k][2]) <= GOAL[k] for k in GOAL) and not bound and len(ps) >= 3
+        t, f, q = med["output_throughput"], med["ttft_p50_ms"], med["tpot_p50_ms"]
+        lines.append(
+            f"| {s.input_len}/{s.output_len}, c={s.concurrency}, {s.num_requests} | {len(ps)} "
+            f"| {t[0]:.0f} | {t[1]:.0f} | {t[2]:+.1%} | {f[0]:.1f} / {f[1]:.1f} | {f[2]:+.1%} "
+            f"| {q[0]:.2f} / {q[1]:.2f} | {q[2]:+.1%} | {max(shares):.0%}, {'/'.join(map(str, procs))}"
+            f"{' CLIENT-BOUND' if bound else ''} | {'met' if ok else 'missed'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--url", required=True, help="base URL of the running vLLM server")
+    p.add_argument("--model", required=True, help="served model name")
+    p.add_argument("--tokenizer", type=Path, required=True, help="model folder (config.json, tokenizer)")
+    p.add_argument("--api-key", default=os.environ.get("NOVA_BENCH_API_KEY"))
+    p.add_argument("--engine-python", default="python3", help="interpreter that imports vLLM")
+    p.add_argument("--client-cpus", default="8-15", help="cores of both clients (taskset list)")
+    p.add_argument("--processes", type=int, default=None, help="nova's client processes (default: auto)")
+    p.add_argument("--shapes", default=DEFAULT_SHAPES)
+    p.add_argument("--pairs", type=int, default=3)
+    p.add_argument("--warmups", type=int, default=DEFAULT_WARMUPS, help="warmup requests, both clients")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget-s", type=float, default=None, help="start no new round after this")
+    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "crosscheck-h200")
+    args = p.parse_args()
+
+    shapes = [Shape.parse(t) for t in args.shapes.split(",") if t.strip()]
+    vocab = vocab_size(args.tokenizer)
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="nova-crosscheck-h200-"))
+    base = CrossCheckPlan(client_cpus=args.client_cpus, processes=args.processes, vocab_size=vocab)
+    plans = {
+        s: replace(
+            base,
+            input_len=s.input_len,
+            output_len=s.output_len,
+            concurrency=s.concurrency,
+            num_requests=s.num_requests,
+            warmups=args.warmups,
+            pairs=args.pairs,
+            seed=args.seed * 100 + k,
+        )
+        for k, s in enumerate(shapes)
+    }
+    pairs: dict[Shape, list[Pair]] = {s: [] for s in shapes}
+    runs_log = (args.out / "runs.jsonl").open("a")
+    t0 = time.monotonic()
+    print(f"{len(shapes)} shapes x {args.pairs} pairs, clients on cores {args.client_cpus}", flush=True)
+    with peer_client(args.engine_python, args.client_cpus, args.api_key, work / "vllm-bench.log") as client:
+        for i in range(args.pairs):
+            if i and args.budget_s is not None and time.monotonic() - t0 > args.budget_s:
+                print(f"budget of {args.budget_s:.0f} s spent: stopping after {i} round(s)", flush=True)
+                break
+            for s in shapes:
+                print(f"pair {i} of {s.label} ({time.monotonic() - t0:.0f} s)", flush=True)
+                pair = run_pair(
+                    client, plans[s], i, args.url, args.model, args.api_key, args.tokenizer, progress=True
+                )
+                pairs[s].append(pair)
+                for run in (pair.peer, pair.nova):
+                    row = {"shape": asdict(s), "pair": i, "first": pair.first, "client": run.client}
+                    runs_log.write(json.dumps({**row, "seed": run.seed, **asdict(run.figures)}) + "\n")
+                runs_log.flush()
+                (args.out / "summary.json").write_text(json.dumps(summary(shapes, pairs), indent=2) + "\n")
+    text = table(shapes, pairs)
+    (args.out / "summary.md").write_text(text + "\n")
+    print(text)
+    print(f"{time.monotonic() - t0:.0f} s; {args.out / 'summary.json'}; runs in {args.out / 'runs.jsonl'}")
+    for s in shapes:
+        for pair in pairs[s]:
+            for run in (pair.peer, pair.nova):
+                if run.figures.failed:
+                    print(f"warning: {s.label}: {describe(run)} had {run.figures.failed} failed requests")
+
+
+if __name__ == "__main__":
+    main()

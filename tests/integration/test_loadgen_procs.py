@@ -1,0 +1,209 @@
+"""A level over several client processes (nova_search.loadgen.procs) against the stand-in, over real
+HTTP: the merged records are exactly what one process sends, and a CPU-bound client is flagged.
+
+The stand-in records every prompt it was sent (``record_prompts``), so "the same requests" is checked
+on the server's side, not only on the client's.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from nova_search.loadgen.client import Target
+from nova_search.loadgen.procs import ClientPlan, measure_level, run_level
+from nova_search.loadgen.runner import LevelPlan, PromptStream, shares
+from nova_search.loadgen.workload import Message, Prompt, SyntheticSource
+from nova_search.metrics import summarize
+from nova_search.spec import PoissonArrival, WorkloadSpec
+
+REPO = Path(__file__).resolve().parents[2]
+
+WORKLOAD = WorkloadSpec(input_len={"dist": "uniform", "low": 4, "high": 24}, output_len=12, seed=3)
+
+
+def stream(seed: int, count: int | None) -> PromptStream:
+    return PromptStream(SyntheticSource(WORKLOAD, vocab=1000), seed, count)
+
+
+def sent(srv) -> collections.Counter:
+    """What the server was asked, one entry per request: (prompt ids, max_tokens)."""
+    return collections.Counter((tuple(p["prompt"]), p["max_tokens"]) for p in srv.stats().prompts)
+
+
+def asked(prompts) -> collections.Counter:
+    return collections.Counter((p.token_ids, p.output_len) for p in prompts)
+
+
+def totals(run) -> tuple[int, int, int, int]:
+    res = summarize(run)
+    return res.requests, res.errors, res.input_tokens, res.output_tokens
+
+
+@pytest.mark.parametrize("processes", [2, 3])
+def test_request_count_windows_merge_exactly(standin, processes: int) -> None:
+    n, concurrency = 60, 6
+    plan = LevelPlan(concurrency=concurrency, warmup=(), prompts=stream(11, n))
+    expected = asked(list(plan.prompts))
+    assert sum(expected.values()) == n
+
+    one = standin(record_prompts=True, ttft_s=0.002, itl_s=0.001)
+    single = run_level(Target(one.base_url, one.model), plan, processes=1)
+    many = standin(record_prompts=True, ttft_s=0.002, itl_s=0.001)
+    merged = run_level(Target(many.base_url, many.model), plan, processes=processes)
+
+    assert merged.processes == processes and single.processes == 1
+    assert totals(merged) == totals(single)
+    assert totals(merged)[:2] == (n, 0)
+    assert sent(many) == sent(one) == expected  # every prompt once: none lost, none sent twice
+    assert many.stats().max_in_flight <= concurrency
+    # one clock: the window spans every process's requests
+    assert all(merged.window_start <= r.send_time and r.end_time <= merged.window_end for r in merged.records)
+    assert len(merged.process_cpu_s) == processes and all(c > 0 for c in merged.process_cpu_s)
+
+
+def test_duration_windows_send_a_prefix_of_the_stream(standin) -> None:
+    srv = standin(record_prompts=True, ttft_s=0.01, itl_s=0.002)
+    plan = LevelPlan(concurrency=4, warmup=(), prompts=stream(12, None), duration_s=0.8)
+    run = run_level(Target(srv.base_url, srv.model), plan, processes=2)
+    k = len(run.records)
+    assert k >= 8 and all(r.success for r in run.records)
+    first_k = [p for _, p in zip(range(k), stream(12, None), strict=False)]
+    assert sent(srv) == asked(first_k)  # the first k prompts of the one stream, none skipped
+    assert all(r.send_time < run.window_start + plan.duration_s + 0.05 for r in run.records)
+
+
+def test_poisson_arrivals_are_one_schedule_split_over_processes(standin) -> None:
+    n = 40
+    plan = LevelPlan(
+        concurrency=8,
+        warmup=(),
+        prompts=stream(13, n),
+        arrival=PoissonArrival(kind="poisson", rate=80.0),
+        arrival_seed=5,
+    )
+    one = standin(record_prompts=True, ttft_s=0.002, itl_s=0.001)
+    single = run_level(Target(one.base_url, one.model), plan, processes=1)
+    many = standin(record_prompts=True, ttft_s=0.002, itl_s=0.001)
+    merged = run_level(Target(many.base_url, many.model), plan, processes=2)
+    assert sent(many) == sent(one) == asked(list(plan.prompts))
+    assert totals(merged) == totals(single)
+    # the same seeded schedule: the sends, relative to the window start, match arrival by arrival
+    offsets = [sorted(r.send_time - run.window_start for r in run.records) for run in (single, merged)]
+    assert max(abs(a - b) for a, b in zip(*offsets, strict=True)) < 0.05
+
+
+def test_shares_split_lanes_and_warmup() -> None:
+    plan = LevelPlan(concurrency=10, warmup=tuple(stream(1, 5)), prompts=())
+    parts = shares(plan, 3)
+    assert [p.lanes for p in parts] == [4, 3, 3]
+    assert asked(x for p in parts for x in p.warmup) == asked(plan.warmup)
+    assert len(shares(LevelPlan(concurrency=2, warmup=(), prompts=()), 8)) == 2  # one lane at least each
+
+
+def test_a_client_bound_level_is_rerun_on_more_processes_then_flagged(standin) -> None:
+    """The policy on a real run: a share threshold every real client passes makes each window
+    client-bound; the level is re-run on the second core, then kept flagged with the reason."""
+    srv = standin(ttft_s=0.001, itl_s=0.001)
+    client = ClientPlan(cpus=(0, 1), processes=None, bound_share=1e-4)
+    seeds: list[int] = []
+
+    def plan_for(attempt: int) -> LevelPlan:
+        seeds.append(attempt)
+        return LevelPlan(concurrency=4, warmup=(), prompts=stream(20 + attempt, 40))
+
+    run = measure_level(Target(srv.base_url, srv.model), plan_for, client)
+    assert seeds == [0, 1]  # new prompts for the re-run
+    assert run.processes == 2 and run.client_bound is True
+    assert "re-run on 2 processes" in run.client_note
+    assert "no more cores" in run.client_note
+    res = summarize(run)
+    assert (res.client_bound, res.client_processes, res.requests) == (True, 2, 40)
+    assert res.client_note == run.client_note
+
+
+def test_a_cpu_bound_client_is_flagged(engine_free_core: int) -> None:
+    """One client process on one core against a stand-in (in a process of its own, on the other core)
+    that streams with no delay, faster than one core parses (chat chunks with running usage: every
+    chunk is decoded as JSON): the level is flagged client-bound, and as the one core given allows no
+    second process, it is kept flagged with that reason.
+
+    Whether the client really is CPU-bound depends on the stand-in keeping up, which a busy neighbour
+    on its core can prevent: each attempt must be flagged exactly when its busiest process passed the
+    share, and one attempt of five must have been CPU-bound."""
+    proc = subprocess.Popen(
+        ["taskset", "-c", "0", sys.executable, "-m", "tests.support.standin", "--port", "0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    prompt = Prompt((5,) * 8, 256, (Message("user", "hello there"),))
+    plan = LevelPlan(concurrency=32, warmup=(), prompts=(prompt,) * 600, per_chunk_usage=True)
+    client = ClientPlan(cpus=(engine_free_core,))
+    flagged = []
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().split()[-1]
+        for _ in range(5):
+            res = summarize(measure_level(Target(base_url, "standin"), lambda attempt: plan, client))
+            assert (res.requests, res.errors, res.output_tokens) == (600, 0, 600 * 256)
+            assert res.client_cpu_share is not None and res.client_processes == 1
+            assert res.client_bound is (res.client_cpu_share > client.bound_share), res.client_cpu_share
+            if res.client_bound:
+                assert "no more cores" in res.client_note and f"{res.client_cpu_share:.0%}" in res.client_note
+                flagged.append(res.client_cpu_share)
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert flagged, "the client never got CPU-bound in 5 tries: the stand-in's core was too busy"
+
+
+@pytest.fixture
+def engine_free_core() -> int:
+    """The core the client gets (the stand-in takes core 0)."""
+    cores = sorted(os.sched_getaffinity(0))
+    assert len(cores) >= 2, "this test needs two cores: one for the stand-in, one for the client"
+    return cores[1]
+
+
+def test_client_processes_do_not_outlive_an_interrupted_level(standin) -> None:
+    """A level interrupted mid-window (the parent's level ends by an exception) leaves no client
+    process behind."""
+    srv = standin(ttft_s=0.05, itl_s=0.05)
+    plan = LevelPlan(concurrency=4, warmup=(), prompts=stream(40, 200))
+    before = set(_children())
+
+    def interrupt() -> None:
+        # wait until the level's client processes are up and streaming, then end the level
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and srv.stats().requests < 4:
+            time.sleep(0.05)
+        os.kill(os.getpid(), 2)  # SIGINT: KeyboardInterrupt in the main thread
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        run_level(Target(srv.base_url, srv.model), plan, processes=2)
+    time.sleep(0.5)
+    assert set(_children()) - before == set()
+
+
+def _children() -> list[int]:
+    """Live (non-zombie) child processes of this one, from /proc."""
+    me = os.getpid()
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
