@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The H200 cross-check (issue 16), in steps the `device` tool can run one call at a time from the
+# repository root (each call within 30 s of the last, so /tmp and the server survive between them):
+#
+#   bash benchmarks/h200/crosscheck.sh install     # carry .gpu/p1 (then again with .gpu/p2): the bundle
+#   bash benchmarks/h200/crosscheck.sh serve       # carry .gpu/model: vLLM 0.26.0 on cores 0-7, detached
+#   bash benchmarks/h200/crosscheck.sh measure     # nova vs vllm bench serve on cores 8-15 -> $OUT
+#
+# The server: the Qwen3-8B shape with dummy weights (.gpu/model, made by .gpu/make_bundle.sh), no API
+# key, max_num_seqs 512 (the c=512 shape runs one full wave), max_model_len 4096 (2048-token prompts).
+set -uo pipefail
+OUT=${OUT:-/tmp/nova-out}
+mkdir -p "$OUT"
+export PYTHONPATH=/tmp/site:$PWD VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1
+export PYTHONUNBUFFERED=1
+PORT=8000
+case "${1:-}" in
+  install)
+    bash .gpu/install.sh | tee "$OUT/install.txt"
+    ;;
+  serve)
+    bash .gpu/install.sh | tail -1
+    [ -f /tmp/site/.complete ] || { echo "bundle incomplete"; exit 1; }
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+    nproc | sed 's/^/cores: /' | tee -a "$OUT/gpu.txt"
+    cp -r .gpu/model /tmp/model
+    setsid taskset -c 0-7 python3 -m vllm.entrypoints.openai.api_server --model /tmp/model \
+      --served-model-name qwen3-8b --load-format dummy --max-num-seqs 512 --max-model-len 4096 \
+      --host 127.0.0.1 --port "$PORT" > /tmp/server.log 2>&1 < /dev/null &
+    start=$(date +%s)
+    until curl -sf "http://127.0.0.1:$PORT/health" > /dev/null; do
+      sleep 2
+      if [ $(( $(date +%s) - start )) -gt 400 ]; then tail -50 /tmp/server.log; exit 1; fi
+    done
+    echo "healthy after $(( $(date +%s) - start )) s"
+    cp /tmp/server.log "$OUT/server-boot.log"
+    ;;
+  measure)
+    curl -sf "http://127.0.0.1:$PORT/health" > /dev/null || { echo "no server"; tail -30 /tmp/server.log; exit 1; }
+    python3 benchmarks/h200/crosscheck_h200.py --url "http://127.0.0.1:$PORT" --model qwen3-8b \
+      --tokenizer /tmp/model --client-cpus 8-15 --pairs "${PAIRS:-3}" --budget-s "${BUDGET_S:-420}" \
+      --out "$OUT/crosscheck-h200" ${SHAPES:+--shapes "$SHAPES"}
+    rc=$?
+    tail -c 200000 /tmp/server.log > "$OUT/server.log"
+    exit $rc
+    ;;
+  *)
+    echo "usage: bash benchmarks/h200/crosscheck.sh install|serve|measure" >&2
+    exit 2
+    ;;
+esac
