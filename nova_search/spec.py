@@ -346,6 +346,7 @@ ArrivalSpec = Annotated[
 
 #: fields that only one workload kind takes
 _KIND_FIELDS = {
+    "synthetic": ("prompt_format",),
     "shared_prefix": ("num_prefixes", "prefix_len", "prefix_order"),
     "jsonl": ("path", "truncate"),
 }
@@ -375,6 +376,10 @@ class WorkloadSpec(_Model):
     output_len: OutputLenParam = 64
     seed: int = 0
     endpoint: Literal["completions", "chat"] = "completions"
+    #: how a synthetic completions prompt is sent: ``ids`` (token ids: exact lengths, no tokenizer
+    #: needed) or ``text`` (random text of the same token length, tokenized by the server, as
+    #: ``vllm bench serve``'s random dataset does; needs a tokenizer)
+    prompt_format: Literal["ids", "text"] = "ids"
     #: a folder with tokenizer.json (or the file itself); default: model.path
     tokenizer: str | None = None
     arrival: ArrivalSpec = Field(default_factory=ClosedArrival)

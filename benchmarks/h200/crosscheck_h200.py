@@ -141,6 +141,13 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=3)
     p.add_argument("--warmups", type=int, default=DEFAULT_WARMUPS, help="warmup requests, both clients")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--prompt-format",
+        choices=("text", "ids"),
+        default="text",
+        help="how nova sends prompts: text (tokenized by the server, as vllm bench serve's random dataset "
+        "sends them; the default: the same work for the server on both sides) or ids",
+    )
     p.add_argument("--budget-s", type=float, default=None, help="start no new round after this")
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "crosscheck-h200")
     args = p.parse_args()
@@ -149,7 +156,13 @@ def main() -> None:
     vocab = vocab_size(args.tokenizer)
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="nova-crosscheck-h200-"))
-    base = CrossCheckPlan(client_cpus=args.client_cpus, processes=args.processes, vocab_size=vocab)
+    base = CrossCheckPlan(
+        client_cpus=args.client_cpus,
+        processes=args.processes,
+        vocab_size=vocab,
+        prompt_format=args.prompt_format,
+        tokenizer=str(args.tokenizer) if args.prompt_format == "text" else None,
+    )
     plans = {
         s: replace(
             base,

@@ -241,6 +241,17 @@ def bench(
         int, typer.Option("--vocab-size", min=11, help="Prompt token ids are drawn below this.")
     ] = 1000,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    prompt_format: Annotated[
+        str,
+        typer.Option(
+            "--prompt-format",
+            help="ids (random token ids) or text (random text of the same token length, tokenized by the "
+            "server, as vllm bench serve's random dataset; needs --tokenizer).",
+        ),
+    ] = "ids",
+    tokenizer: Annotated[
+        str | None, typer.Option("--tokenizer", help="A folder with tokenizer.json (--prompt-format text).")
+    ] = None,
     cpus: Annotated[
         str | None,
         typer.Option("--cpus", help="Cores the load generator runs on, as taskset takes them: 1, 8-15, 0,2."),
@@ -291,6 +302,9 @@ def bench(
         guard(lambda: choice("--usage", usage, ("auto", "per-chunk", "final")))
     ]
     names = guard(lambda: choice("--json-names", json_names, ("nova", "vllm")))
+    fmt = guard(lambda: choice("--prompt-format", prompt_format, ("ids", "text")))
+    if fmt == "text" and not tokenizer:
+        fail(SpecError("--prompt-format text: give --tokenizer (a folder with tokenizer.json)"))
     plan = BenchPlan(
         url=url,
         concurrency=levels,
@@ -304,7 +318,9 @@ def bench(
         duration_s=duration,
         warmup_requests=warmup,
         vocab_size=vocab_size,
-        workload=WorkloadSpec(input_len=input_len, output_len=output_len, seed=seed),
+        workload=WorkloadSpec(
+            input_len=input_len, output_len=output_len, seed=seed, prompt_format=fmt, tokenizer=tokenizer
+        ),
     )
     results = guard(lambda: run_bench(plan))
     if as_json:

@@ -57,7 +57,7 @@ def _stream(per_chunk_usage: bool) -> dict[str, object]:
 def completion_payload(target: Target, prompt: Prompt, per_chunk_usage: bool = True) -> dict[str, object]:
     return {
         "model": target.model,
-        "prompt": list(prompt.token_ids),
+        "prompt": prompt.text if prompt.text is not None else list(prompt.token_ids),
         "max_tokens": prompt.output_len,
         "ignore_eos": True,
         "temperature": 0.0,

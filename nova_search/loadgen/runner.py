@@ -281,6 +281,9 @@ async def run_share(
             multi = await _warm(pool, target, share, warm_usage, plan.request_timeout_s)
         if plan.preconnect:
             await pool.prefill(share.lanes)
+        prompts = plan.prompts
+        if isinstance(prompts, PromptStream) and prompts.count is not None:
+            prompts = tuple(prompts)  # made before the window: no prompt is generated while measuring
         t0, per_chunk_usage = await control.ready(multi)
         delay = t0 - time.perf_counter()
         if delay > 0:
@@ -294,7 +297,7 @@ async def run_share(
                 target,
                 plan.arrival.rate,
                 share,
-                plan.prompts,
+                prompts,
                 t0,
                 deadline,
                 plan.arrival_seed,
@@ -306,7 +309,7 @@ async def run_share(
                 pool,
                 target,
                 share.lanes,
-                plan.prompts,
+                prompts,
                 claims,
                 deadline,
                 per_chunk_usage,

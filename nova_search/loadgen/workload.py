@@ -50,6 +50,8 @@ class Prompt:
     token_ids: tuple[int, ...]
     output_len: int
     messages: tuple[Message, ...] = ()
+    #: the prompt as text for /v1/completions (``prompt_format: text``); None: the ids are sent
+    text: str | None = None
 
     @property
     def endpoint(self) -> str:
@@ -187,11 +189,15 @@ def _output_len(rng: np.random.Generator, workload: WorkloadSpec) -> int:
 
 
 class SyntheticSource:
-    """Random ids (completions) or, with a tokenizer (endpoint chat), text of exact token length."""
+    """Random ids (completions) or, with a tokenizer, text of exact token length: chat messages
+    (endpoint chat), or a completions prompt (``prompt_format: text``, as ``vllm bench serve``'s
+    random dataset sends it: the server tokenizes it, special tokens included, to ``input_len``)."""
 
     def __init__(self, workload: WorkloadSpec, vocab: int, tokenizer: Tokenizer | None = None) -> None:
         self.workload, self.vocab = workload, vocab
         self.text = _TextMaker(tokenizer, *_id_range(vocab)) if tokenizer is not None else None
+        #: tokens the server adds to a text completions prompt (a BOS, say): left room for
+        self.specials = len(tokenizer.encode("", add_special_tokens=True).ids) if tokenizer is not None else 0
 
     def prompts(self, seed: int) -> Iterator[Prompt]:
         if self.text is None:
@@ -199,11 +205,16 @@ class SyntheticSource:
             return
         rng = np.random.default_rng(seed)
         assert self.workload.input_len is not None
+        chat = self.workload.endpoint == "chat"
         while True:
             n_in = sample_length(rng, self.workload.input_len)
             n_out = _output_len(rng, self.workload)
-            text, ids = self.text.make(rng, n_in)
-            yield Prompt(token_ids=ids, output_len=n_out, messages=(Message("user", text),))
+            if chat:
+                text, ids = self.text.make(rng, n_in)
+                yield Prompt(token_ids=ids, output_len=n_out, messages=(Message("user", text),))
+            else:
+                text, ids = self.text.make(rng, max(1, n_in - self.specials))
+                yield Prompt(token_ids=ids, output_len=n_out, text=text)
 
 
 # ---------------------------------------------------------------- shared prefix
@@ -457,7 +468,12 @@ def prompt_source(workload: WorkloadSpec, model: ModelSpec) -> PromptSource:
     chat = workload.endpoint == "chat"
     if workload.kind == "jsonl":
         return load_jsonl(workload, load_tokenizer(workload, model, "workload.kind jsonl"))
-    tok = load_tokenizer(workload, model, "workload.endpoint chat (it sends text)") if chat else None
+    if chat:
+        tok = load_tokenizer(workload, model, "workload.endpoint chat (it sends text)")
+    elif workload.prompt_format == "text" and workload.kind == "synthetic":
+        tok = load_tokenizer(workload, model, "workload.prompt_format text")
+    else:
+        tok = None
     vocab = tok.get_vocab_size(with_added_tokens=False) if tok is not None else vocab_size(model)
     if workload.kind == "shared_prefix":
         return SharedPrefixSource(workload, vocab, tok)

@@ -74,6 +74,11 @@ class CrossCheckPlan:
     #: vocabulary nova draws prompt ids below (the tiny model's)
     vocab_size: int = 2048
     seed: int = 0
+    #: how nova sends its prompts: ``ids`` (token ids) or ``text`` (random text of the same token
+    #: length, tokenized by the server, as vLLM's random dataset sends it: the same work for the server)
+    prompt_format: str = "ids"
+    #: the tokenizer folder nova needs for ``prompt_format="text"``
+    tokenizer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -330,6 +335,9 @@ def nova_argv(plan: CrossCheckPlan, base_url: str, model: str, seed: int) -> lis
         str(plan.processes) if plan.processes is not None else "auto",
         # connections as vLLM's client has them: those its warmup opened, the rest opened in the window
         "--no-preconnect",
+        "--prompt-format",
+        plan.prompt_format,
+        *(["--tokenizer", plan.tokenizer] if plan.tokenizer else []),
         "--json",
     ]
 
@@ -350,9 +358,12 @@ class PeerClient:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(json.dumps(list(args)) + "\n")
         proc.stdin.flush()
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"vllm bench worker exited ({proc.poll()}); see {self.log}")
+        while True:  # vLLM's benchmark code prints INFO lines on stdout on a GPU: skip what is not JSON
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"vllm bench worker exited ({proc.poll()}); see {self.log}")
+            if line.lstrip().startswith("{"):
+                break
         answer = json.loads(line)
         if "error" in answer:
             raise RuntimeError(f"vllm bench serve failed: {answer['error']}\n{answer.get('traceback', '')}")
