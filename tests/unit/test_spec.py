@@ -501,7 +501,7 @@ def test_apply_overrides_needs_key_and_equals(item: str) -> None:
 
 
 def test_apply_overrides_bad_yaml() -> None:
-    with pytest.raises(SpecError, match="sweep.concurrency: the value is not valid YAML"):
+    with pytest.raises(SpecError, match="--set sweep.concurrency: not valid YAML"):
         apply_overrides({}, ["sweep.concurrency=[1, 8"])
 
 

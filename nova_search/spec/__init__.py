@@ -1,0 +1,90 @@
+"""The study spec: one YAML file, merged with ``--set`` overrides, then validated once.
+
+Precedence, lowest first: field defaults < environment (``NOVA_ENGINE_PYTHON``, ``NOVA_STORAGE``)
+< the spec file < explicit flags (``--set``, ``--storage``, ``--study-name``, ``--n-trials``).
+
+Every model forbids unknown keys, and every error names the dotted path of the field that is wrong
+(``space.max_num_seqs.range.low: ...``), so a user can fix the file without reading code.
+"""
+
+from nova_search.spec._base import (
+    DRAFTER_METHODS,
+    SPEC_METHODS,
+    BoolChoices,
+    FloatChoices,
+    FloatRange,
+    IntChoices,
+    IntRange,
+    StrChoices,
+    StrictModel,
+    parse_cores,
+)
+from nova_search.spec.engine import SECRET_NAME, EngineDefaults, EngineSpec, ModelSpec
+from nova_search.spec.load import (
+    apply_overrides,
+    format_validation_error,
+    load_spec,
+    parse_spec,
+    redacted_spec,
+)
+from nova_search.spec.space import SpaceSpec, SpeculativeSpace
+from nova_search.spec.study import (
+    STAGINGS,
+    BudgetSpec,
+    ConstraintSpec,
+    ObjectiveSpec,
+    SamplerSpec,
+    SLOSpec,
+    StudySpec,
+    check_study_name,
+    study_name_problem,
+)
+from nova_search.spec.workload import (
+    ArrivalSpec,
+    ClosedArrival,
+    LenRange,
+    NormalLen,
+    PoissonArrival,
+    SweepSpec,
+    WorkloadSpec,
+)
+
+__all__ = [
+    "DRAFTER_METHODS",
+    "SECRET_NAME",
+    "SPEC_METHODS",
+    "STAGINGS",
+    "ArrivalSpec",
+    "BoolChoices",
+    "BudgetSpec",
+    "ClosedArrival",
+    "ConstraintSpec",
+    "EngineDefaults",
+    "EngineSpec",
+    "FloatChoices",
+    "FloatRange",
+    "IntChoices",
+    "IntRange",
+    "LenRange",
+    "ModelSpec",
+    "NormalLen",
+    "ObjectiveSpec",
+    "PoissonArrival",
+    "SLOSpec",
+    "SamplerSpec",
+    "SpaceSpec",
+    "SpeculativeSpace",
+    "StrChoices",
+    "StrictModel",
+    "StudySpec",
+    "SweepSpec",
+    "WorkloadSpec",
+    "apply_overrides",
+    "check_study_name",
+    "format_validation_error",
+    "load_spec",
+    "parse_cores",
+    "parse_spec",
+    "redacted_spec",
+    "study_name_problem",
+]

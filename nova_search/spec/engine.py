@@ -1,0 +1,103 @@
+"""The model and the engine: where vLLM is, how it is launched, what every trial passes it."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    create_model,
+    model_validator,
+)
+
+from nova_search.engine.config import SPACE_KNOBS, Knob
+from nova_search.spec._base import StrictModel
+
+# ---------------------------------------------------------------- model, engine
+
+
+class ModelSpec(StrictModel):
+    #: a local model folder or a hub id; relative paths are resolved against the working directory
+    path: str
+    #: the name the server answers to (``--served-model-name``); defaults to ``path``
+    served_name: str | None = None
+    #: vocabulary size for synthetic token prompts; read from ``path/config.json`` when left out
+    vocab_size: int | None = Field(default=None, gt=10, le=10_000_000)
+
+
+def _fixed_field(k: Knob) -> tuple[Any, Any]:
+    bounds = {b: getattr(k, b) for b in ("gt", "ge", "le") if getattr(k, b) is not None}
+    if k.type is int:
+        bounds = {b: int(v) for b, v in bounds.items()}
+    return (k.type | None, Field(default=None, description=k.help, **bounds))
+
+
+#: Knobs the machine needs even for the stock baseline (for example host-memory share on a CPU), and
+#: the shape of a ``tuned`` configuration: the knob table's knobs, fixed values only.
+EngineDefaults = create_model(  # type: ignore[call-overload]
+    "EngineDefaults",
+    __base__=StrictModel,
+    __doc__="Fixed knob values (the knob table's knobs): engine.defaults and tuned.",
+    **{name: _fixed_field(k) for name, k in SPACE_KNOBS.items()},
+)
+
+
+#: engine.env names whose values must not be written into a spec (it is stored with the study)
+SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL", re.IGNORECASE
+)
+
+
+class EngineSpec(StrictModel):
+    #: an interpreter that has vLLM; runs ``python -m vllm.entrypoints.openai.api_server``.
+    #: ``NOVA_ENGINE_PYTHON`` overrides it.
+    python: str | None = None
+    #: an argv prefix for images that ship the CLI, e.g. ``[vllm, serve]`` (the model is appended)
+    command: list[str] | None = None
+    #: ``cuda`` or ``cpu`` (vLLM's CPU build: device memory is host memory)
+    device: Literal["cuda", "cpu"] = "cuda"
+    #: the address servers bind to: loopback unless a node must be reached from elsewhere
+    host: str = "127.0.0.1"
+    #: GPUs one server shards the model over (a worker runs one trial per group of this many GPUs)
+    tensor_parallel_size: int = Field(default=1, ge=1, le=64)
+    #: extra environment for every server; ``${NAME}`` / ``${NAME:-default}`` is read from the worker's
+    #: environment at launch (secrets go that way: the spec is stored with the study). The server
+    #: inherits nothing else of the worker's environment but PATH, locale, CUDA/NCCL/HF/VLLM/TORCH/...
+    env: dict[str, str] = Field(default_factory=dict)
+    #: flags passed to every trial's server, after the knobs
+    extra_args: list[str] = Field(default_factory=list)
+    #: CPU cores the server is pinned to (its children inherit it). On a small CPU machine keep the
+    #: engine and the load generator (sweep.client_cpus) on different cores, or both measure noise.
+    cpus: list[Annotated[int, Field(ge=0, le=65535)]] | None = Field(default=None, min_length=1)
+    defaults: EngineDefaults = Field(default_factory=EngineDefaults)
+    #: seconds a server may take to answer /health before the trial ends FAIL (timeout)
+    boot_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
+    #: seconds between SIGTERM and SIGKILL when a server is stopped
+    stop_timeout_s: float = Field(default=20.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _check(self) -> EngineSpec:
+        if self.python is not None and self.command is not None:
+            raise ValueError("give engine.python or engine.command, not both")
+        if self.command is not None and not self.command:
+            raise ValueError("engine.command must not be empty")
+        for flag in ("--api-key", "--port", "--host"):
+            if any(a == flag or a.startswith(flag + "=") for a in self.extra_args):
+                raise ValueError(f"extra_args must not set {flag}: nova-search sets it per trial")
+        if "VLLM_API_KEY" in self.env:
+            raise ValueError("env.VLLM_API_KEY: nova-search sets a fresh API key per trial")
+        for key, value in self.env.items():
+            if SECRET_NAME.search(key) and not re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", value):
+                raise ValueError(
+                    f"env.{key} looks like a secret, and the spec is stored with the study (dump, "
+                    f"dashboard): write it as '${{{key}}}' and set {key} in each worker's environment"
+                )
+        return self
+
+    def resolved_python(self) -> str | None:
+        """``NOVA_ENGINE_PYTHON`` wins over the spec, so one spec runs on any machine."""
+        if self.command is not None:
+            return None
+        return os.environ.get("NOVA_ENGINE_PYTHON") or self.python

@@ -1,0 +1,103 @@
+"""The search space: the knob table's knobs, each fixed, a list of choices or a range, and the drafter.
+A knob left out is not passed to vLLM (its default, or engine.defaults)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import (
+    Field,
+    create_model,
+    model_validator,
+)
+
+from nova_search.engine.config import SPACE_KNOBS, Knob
+from nova_search.spec._base import (
+    DRAFTER_METHODS,
+    SPEC_METHODS,
+    BoolParam,
+    FloatParam,
+    IntParam,
+    StrChoices,
+    StrictModel,
+    StrParam,
+    param_values,
+)
+
+
+class SpeculativeSpace(StrictModel):
+    """The drafter search. ``num_speculative_tokens`` is sampled only when the method is not none."""
+
+    method: StrParam = "none"
+    num_speculative_tokens: IntParam | None = None
+    prompt_lookup_min: IntParam | None = None
+    prompt_lookup_max: IntParam | None = None
+    #: drafter checkpoint (path or hub id) per method that needs one
+    drafters: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> SpeculativeSpace:
+        methods = self.methods()
+        for m in methods:
+            if m not in SPEC_METHODS:
+                raise ValueError(f"method {m!r} is not one of {', '.join(SPEC_METHODS)}")
+        for m in self.drafters:
+            if m not in DRAFTER_METHODS:
+                raise ValueError(f"drafters.{m}: only {', '.join(DRAFTER_METHODS)} take a drafter model")
+        for m in methods:
+            if m in DRAFTER_METHODS and m not in self.drafters:
+                raise ValueError(
+                    f"drafters.{m} is required because method includes {m!r} (a drafter model path or hub id)"
+                )
+        if any(m != "none" for m in methods) and self.num_speculative_tokens is None:
+            raise ValueError("num_speculative_tokens is required when a method other than none is listed")
+        for name, low, high in (
+            ("num_speculative_tokens", 1, 64),
+            ("prompt_lookup_min", 1, 64),
+            ("prompt_lookup_max", 1, 64),
+        ):
+            p = getattr(self, name)
+            for where, value in param_values(p) if p is not None else ():
+                if not isinstance(value, int) or not low <= value <= high:
+                    raise ValueError(
+                        f"{name}{'.' + where if where else ''}: must be {low}..{high} (got {value!r})"
+                    )
+        return self
+
+    def methods(self) -> list[str]:
+        return list(self.method.choices) if isinstance(self.method, StrChoices) else [self.method]
+
+
+#: how a spec writes a knob of each type: fixed, {choices: [...]}, or (numbers) {low:, high:}
+_PARAM_OF: dict[type, Any] = {int: IntParam, float: FloatParam, str: StrParam, bool: BoolParam}
+
+
+def _knob_field(k: Knob, annotation: Any) -> tuple[Any, Any]:
+    return (annotation | None, Field(default=None, description=k.help))
+
+
+class _KnobSpace(StrictModel):
+    """Checks every value a knob can take against the knob table's bounds (``Knob.check``)."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Any:
+        for name, k in SPACE_KNOBS.items():
+            p = getattr(self, name)
+            if p is None:
+                continue
+            for where, value in param_values(p):
+                problem = k.check(value)
+                if problem:
+                    raise ValueError(f"{name}{'.' + where if where else ''}: {problem}")
+        return self
+
+
+#: One joint search space. A knob left out is not passed to vLLM (its default, or engine.defaults).
+#: Its fields are the knob table's (``engine.config.KNOBS``), each searched or fixed, plus the drafter.
+SpaceSpec = create_model(  # type: ignore[call-overload]
+    "SpaceSpec",
+    __base__=_KnobSpace,
+    __doc__="One joint search space: the knob table's knobs (fixed, choices or a range) and the drafter.",
+    **{name: _knob_field(k, _PARAM_OF[k.type]) for name, k in SPACE_KNOBS.items()},
+    speculative=(SpeculativeSpace, Field(default_factory=SpeculativeSpace)),
+)

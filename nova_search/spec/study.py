@@ -1,0 +1,222 @@
+"""The study: objectives, constraints, SLOs, budget, sampler, stages, and the spec as a whole."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from nova_search.errors import SpecError
+from nova_search.metrics import METRIC_NAMES
+from nova_search.objectives import Condition, make_condition, parse_condition
+from nova_search.spec._base import StrictModel
+from nova_search.spec.engine import EngineDefaults, EngineSpec, ModelSpec
+from nova_search.spec.space import SpaceSpec
+from nova_search.spec.workload import SweepSpec, WorkloadSpec
+
+# ---------------------------------------------------------------- objectives, constraints
+
+At = int | Literal["best"]
+
+
+class ObjectiveSpec(StrictModel):
+    metric: str
+    direction: Literal["maximize", "minimize"]
+    #: a concurrency level of the sweep, or "best": the best value over all levels
+    at: At = "best"
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        return _known_metric(v)
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}@{self.at}"
+
+
+class ConstraintSpec(StrictModel):
+    """An SLO: ``ttft_p99_ms <= 500 at concurrency 4`` (or ``@4``), or the same as a mapping.
+
+    The grammar is ``objectives.Condition``'s, the one ``best --where`` reads too: OP ``<=``, ``>=``,
+    ``<`` or ``>``; the level a concurrency of the sweep, ``every`` (the default: the worst level
+    counts) or ``best``. Stored with ``trial.set_constraint``; Optuna treats a value <= 0 as feasible.
+    """
+
+    metric: str
+    op: Literal["<=", ">=", "<", ">"]
+    value: float
+    at: int | Literal["every", "best"] = "every"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, data: Any) -> Any:
+        try:
+            if isinstance(data, str):
+                c = parse_condition(data)
+            elif isinstance(data, dict) and {"metric", "op", "value"} <= set(data):
+                c = make_condition(
+                    data["metric"], data["op"], data["value"], data.get("at", "every"), "constraint"
+                )
+            else:
+                return data
+        except SpecError as e:
+            raise ValueError(str(e)) from None
+        return {"metric": c.metric, "op": c.op, "value": c.value, "at": c.at}
+
+    @property
+    def condition(self) -> Condition:
+        return Condition(self.metric, self.op, self.value, self.at)
+
+    @property
+    def name(self) -> str:
+        return self.condition.name
+
+
+def _known_metric(v: str) -> str:
+    if v not in METRIC_NAMES:
+        raise ValueError(f"unknown metric {v!r}; valid: {', '.join(METRIC_NAMES)}")
+    return v
+
+
+class SLOSpec(StrictModel):
+    """Per-request latency limits (ms) that goodput counts: a request is good when it meets all."""
+
+    ttft_ms: float | None = Field(default=None, gt=0, le=1e9)
+    tpot_ms: float | None = Field(default=None, gt=0, le=1e9)
+    e2e_ms: float | None = Field(default=None, gt=0, le=1e9)
+
+    @model_validator(mode="after")
+    def _some(self) -> SLOSpec:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("give at least one of ttft_ms, tpot_ms, e2e_ms")
+        return self
+
+
+class BudgetSpec(StrictModel):
+    #: trials counted across every worker (complete, pruned and failed alike); with stages, per stage
+    n_trials: int = Field(default=10, gt=0, le=100_000)
+    #: a budget per stage (``{tune: 20, speculative: 12}``); a stage left out gets ``n_trials``
+    per_stage: dict[Literal["tune", "speculative"], Annotated[int, Field(gt=0, le=100_000)]] = Field(
+        default_factory=dict
+    )
+
+    def for_stage(self, stage: str) -> int:
+        return self.per_stage.get(stage, self.n_trials)  # type: ignore[call-overload]
+
+
+#: how the search is staged: one joint study, or tune the non-speculative stack first and then search
+#: drafting on top of the best tuned configuration (each stage its own Optuna study)
+STAGINGS: tuple[tuple[str, ...], ...] = (("joint",), ("tune",), ("tune", "speculative"), ("speculative",))
+
+
+class SamplerSpec(StrictModel):
+    name: Literal["tpe", "gp", "nsga2", "random", "grid"] = "tpe"
+    #: seeds the sampler (numpy: 0 .. 2**32 - 1); null: a new seed each run
+    seed: int | None = Field(default=0, ge=0, le=2**32 - 1)
+
+
+#: a study name is an Optuna study name and a folder of the artifacts: letters, digits, ``_ . -``, not
+#: starting with ``.`` or ``-``, no ``..``, at most 128 characters
+STUDY_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+
+
+def study_name_problem(name: object) -> str | None:
+    if not isinstance(name, str) or not re.fullmatch(STUDY_NAME_PATTERN, name) or ".." in name:
+        return (
+            f"{name!r} is not a safe study name: use 1-128 letters, digits, '_', '.' or '-', starting "
+            "with a letter or digit, without '..' (it names a folder of the artifacts)"
+        )
+    return None
+
+
+def check_study_name(name: str, what: str = "name") -> str:
+    """``name`` when it is a safe study name; SpecError naming ``what`` otherwise."""
+    problem = study_name_problem(name)
+    if problem:
+        raise SpecError(f"{what}: {problem}")
+    return name
+
+
+class StudySpec(StrictModel):
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        problem = study_name_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    model: ModelSpec
+    engine: EngineSpec = Field(default_factory=EngineSpec)
+    space: SpaceSpec = Field(default_factory=SpaceSpec)
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    sweep: SweepSpec
+    objectives: list[ObjectiveSpec] = Field(min_length=1)
+    constraints: list[ConstraintSpec] = Field(default_factory=list)
+    #: per-request SLO for goodput (leave out: every successful request counts as good)
+    slo: SLOSpec | None = None
+    #: baseline trials enqueued first; "stock" runs the model on engine.defaults alone
+    baselines: list[Literal["stock"]] = Field(default_factory=lambda: ["stock"])
+    #: [joint] (one study), [tune], [tune, speculative], or [speculative] on a given ``tuned``
+    stages: list[Literal["joint", "tune", "speculative"]] = Field(default_factory=lambda: ["joint"])
+    #: a configuration already tuned (a team's production launch, say), on top of engine.defaults.
+    #: The tune stage measures it first as a "reference" trial; with ``stages: [speculative]`` the
+    #: drafter search builds on it directly
+    tuned: EngineDefaults | None = None
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    sampler: SamplerSpec = Field(default_factory=SamplerSpec)
+    storage: str | None = None
+    #: where trial logs go; one folder per study and trial
+    artifacts_dir: str = "nova-artifacts"
+
+    @model_validator(mode="after")
+    def _stages(self) -> StudySpec:
+        if tuple(self.stages) not in STAGINGS:
+            valid = " or ".join("(" + ", ".join(st) + ")" for st in STAGINGS)
+            given = ", ".join(self.stages)
+            raise ValueError(f"stages: ({given}) is not a staging nova-search runs; use {valid}")
+        if self.stages == ["speculative"] and self.tuned is None:
+            raise ValueError(
+                "stages: (speculative) alone builds on a tuned configuration: give `tuned` "
+                "(the knobs of your tuned launch) or use stages (tune, speculative)"
+            )
+        if "speculative" in self.stages and not any(m != "none" for m in self.space.speculative.methods()):
+            raise ValueError(
+                "stages: the speculative stage needs space.speculative.method to list a drafter "
+                "(ngram, eagle, eagle3, dflash, draft_model, mtp or suffix)"
+            )
+        extra = sorted(set(self.budget.per_stage) - set(self.stages))
+        if extra:
+            names = ", ".join(extra)
+            raise ValueError(f"budget.per_stage: {names} is not a stage of this spec ({self.stages})")
+        return self
+
+    @property
+    def staged(self) -> bool:
+        return self.stages != ["joint"]
+
+    @model_validator(mode="after")
+    def _levels_exist(self) -> StudySpec:
+        levels = set(self.sweep.concurrency)
+        for i, o in enumerate(self.objectives):
+            if o.at != "best" and o.at not in levels:
+                raise ValueError(
+                    f"objectives.{i}.at: {o.at} is not a level of sweep.concurrency {sorted(levels)}"
+                )
+        for i, c in enumerate(self.constraints):
+            if isinstance(c.at, int) and c.at not in levels:
+                raise ValueError(
+                    f"constraints.{i}.at: {c.at} is not a level of sweep.concurrency {sorted(levels)}"
+                )
+        names = [o.name for o in self.objectives]
+        if len(set(names)) != len(names):
+            raise ValueError(f"objectives repeat: {names}")
+        return self

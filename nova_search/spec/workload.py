@@ -1,0 +1,237 @@
+"""What each request sends (the workload) and how each level is measured (the sweep)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+from nova_search.spec._base import StrictModel, as_cores, check_range
+
+# ---------------------------------------------------------------- workload, sweep
+
+
+#: the most tokens a prompt or an output may ask for
+MAX_TOKENS = 10_000_000
+#: the most requests in flight a level may ask for
+MAX_CONCURRENCY = 100_000
+
+
+class LenRange(StrictModel):
+    """A length drawn uniformly from [low, high] (both inclusive). ``dist`` may be left out."""
+
+    dist: Literal["uniform"] = "uniform"
+    low: int = Field(gt=0, le=MAX_TOKENS)
+    high: int = Field(gt=0, le=MAX_TOKENS)
+
+    @model_validator(mode="after")
+    def _check(self) -> LenRange:
+        check_range(self.low, self.high, False)
+        return self
+
+
+class NormalLen(StrictModel):
+    """A length drawn from N(mean, std), rounded, clipped to [low, high] and to at least 1."""
+
+    dist: Literal["normal"]
+    mean: float = Field(gt=0, le=MAX_TOKENS)
+    std: float = Field(ge=0, le=MAX_TOKENS)
+    low: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    high: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
+
+    @model_validator(mode="after")
+    def _check(self) -> NormalLen:
+        if self.low is not None and self.high is not None:
+            check_range(self.low, self.high, False)
+        return self
+
+
+def _len_kind(value: Any) -> str:
+    """How a length is written: an int, ``{dist: uniform, low, high}`` (``dist`` optional, the old
+    ``{low, high}`` form) or ``{dist: normal, mean, std}``; for output_len also ``from_data``."""
+    if isinstance(value, dict):
+        return "normal" if value.get("dist") == "normal" else "uniform"
+    if isinstance(value, NormalLen):
+        return "normal"
+    if isinstance(value, LenRange):
+        return "uniform"
+    return "fixed"
+
+
+def _output_len_kind(value: Any) -> str:
+    return "from_data" if isinstance(value, str) else _len_kind(value)
+
+
+LenParam = Annotated[
+    Annotated[int, Tag("fixed")] | Annotated[LenRange, Tag("uniform")] | Annotated[NormalLen, Tag("normal")],
+    Discriminator(_len_kind),
+]
+OutputLenParam = Annotated[
+    Annotated[int, Tag("fixed")]
+    | Annotated[LenRange, Tag("uniform")]
+    | Annotated[NormalLen, Tag("normal")]
+    | Annotated[Literal["from_data"], Tag("from_data")],
+    Discriminator(_output_len_kind),
+]
+
+
+class ClosedArrival(StrictModel):
+    """Closed loop: the level's concurrency in flight at all times (a request goes as one returns)."""
+
+    kind: Literal["closed"] = "closed"
+
+
+class PoissonArrival(StrictModel):
+    """Open loop: requests sent at ``rate`` per second on average, exponential gaps (seeded), never
+    more than ``max_in_flight`` at once (a request due while the cap is reached waits for a slot).
+    Left out, ``max_in_flight`` is the sweep level's value: the level stays the key of the results."""
+
+    kind: Literal["poisson"]
+    rate: float = Field(gt=0, le=1_000_000)
+    max_in_flight: int | None = Field(default=None, gt=0, le=MAX_CONCURRENCY)
+
+
+def _arrival_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("kind", "closed"))
+    return str(getattr(value, "kind", "closed"))
+
+
+ArrivalSpec = Annotated[
+    Annotated[ClosedArrival, Tag("closed")] | Annotated[PoissonArrival, Tag("poisson")],
+    Discriminator(_arrival_kind),
+]
+
+#: fields that only one workload kind takes
+_KIND_FIELDS = {
+    "synthetic": ("prompt_format",),
+    "shared_prefix": ("num_prefixes", "prefix_len", "prefix_order"),
+    "jsonl": ("path", "truncate"),
+}
+
+
+class WorkloadSpec(StrictModel):
+    """What each request sends. Every kind is seeded: the same seed gives the same prompts.
+
+    - ``synthetic``: random token ids of exactly ``input_len`` tokens.
+    - ``shared_prefix``: ``num_prefixes`` system prompts of ``prefix_len`` random tokens (drawn once
+      from ``seed``), each request one of them (``prefix_order``) followed by ``input_len`` random
+      tokens of its own, so the prefix cache has something to find.
+    - ``jsonl``: conversations from ``path`` (OpenAI ``messages`` or ShareGPT ``conversations``
+      records, one JSON object a line, or one JSON array), each up to its last user turn, tokenized
+      with the model's tokenizer; ``input_len`` (an int, optional) is the most prompt tokens: longer
+      prompts are cut to it (``truncate: true``) or left out (``truncate: false``).
+
+    ``endpoint: completions`` sends token ids to /v1/completions (exact input lengths);
+    ``endpoint: chat`` sends text messages to /v1/chat/completions and needs a tokenizer
+    (``tokenizer``, else ``model.path``, a folder with tokenizer.json).
+    """
+
+    kind: Literal["synthetic", "shared_prefix", "jsonl"] = "synthetic"
+    #: tokens per prompt (shared_prefix: after the prefix; jsonl: the most, an int or left out)
+    input_len: LenParam | None = None
+    #: output tokens per request (``ignore_eos``); jsonl also takes ``from_data``: the reference answer's
+    output_len: OutputLenParam = 64
+    #: seeds every prompt (each level, window and warmup draws its own stream from it)
+    seed: int = Field(default=0, ge=0, le=2**62)
+    endpoint: Literal["completions", "chat"] = "completions"
+    #: how a synthetic completions prompt is sent: ``ids`` (token ids: exact lengths, no tokenizer
+    #: needed) or ``text`` (random text of the same token length, tokenized by the server, as
+    #: ``vllm bench serve``'s random dataset does; needs a tokenizer)
+    prompt_format: Literal["ids", "text"] = "ids"
+    #: a folder with tokenizer.json (or the file itself); default: model.path
+    tokenizer: str | None = None
+    arrival: ArrivalSpec = Field(default_factory=ClosedArrival)
+    # shared_prefix
+    num_prefixes: int = Field(default=1, gt=0, le=100_000)
+    prefix_len: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    prefix_order: Literal["round_robin", "random"] = "round_robin"
+    # jsonl
+    path: str | None = None
+    truncate: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_input_len(cls, data: Any) -> Any:
+        # 128 tokens unless given; a jsonl prompt has its own length (input_len is only a cap there)
+        if isinstance(data, dict) and data.get("kind", "synthetic") != "jsonl" and "input_len" not in data:
+            return {**data, "input_len": 128}
+        return data
+
+    @field_validator("input_len", "output_len")
+    @classmethod
+    def _positive(cls, v: Any) -> Any:
+        if isinstance(v, int) and v <= 0:
+            raise ValueError(f"must be > 0 (got {v})")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkloadSpec:
+        for kind, names in _KIND_FIELDS.items():
+            for name in names:  # a default value is fine: a dumped spec has every field
+                if self.kind != kind and getattr(self, name) != type(self).model_fields[name].default:
+                    raise ValueError(f"{name}: only kind {kind} takes it (kind is {self.kind})")
+        if self.input_len is None and self.kind != "jsonl":
+            raise ValueError(f"input_len: required for kind {self.kind}")
+        if self.output_len == "from_data" and self.kind != "jsonl":
+            raise ValueError("output_len: from_data needs kind jsonl (the reference answers)")
+        if self.kind == "shared_prefix" and self.prefix_len is None:
+            raise ValueError("prefix_len: required for kind shared_prefix (tokens per shared prefix)")
+        if self.kind == "jsonl":
+            if not self.path:
+                raise ValueError("path: required for kind jsonl (a .jsonl file of conversations)")
+            if self.input_len is not None and not isinstance(self.input_len, int):
+                raise ValueError("input_len: for kind jsonl, the most prompt tokens (an int) or left out")
+        return self
+
+
+class SweepSpec(StrictModel):
+    concurrency: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] = Field(min_length=1, max_length=100)
+    #: requests sent at each level before the window opens; excluded from every metric
+    warmup_requests: int = Field(default=4, ge=0, le=100_000)
+    #: requests measured at each level (exactly one of requests / duration_s)
+    requests: int | None = Field(default=None, gt=0, le=10_000_000)
+    #: seconds each measurement window sends requests (exactly one of requests / duration_s)
+    duration_s: float | None = Field(default=None, gt=0, le=86_400)
+    #: seconds one request may take before it counts as failed
+    request_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
+    #: a level whose error rate exceeds this ends the trial as FAIL (reason "errors")
+    max_error_rate: float = Field(default=0.05, ge=0, le=1)
+    #: seconds between /metrics samples of the engine during the window
+    metrics_interval_s: float = Field(default=0.5, ge=0.05, le=3600)
+    #: CPU cores the load generator runs on while it measures (see engine.cpus): a list, or a
+    #: taskset-style string such as ``8-15``. Its processes split them, one core or more each.
+    client_cpus: list[Annotated[int, Field(ge=0, le=65535)]] | None = Field(default=None, min_length=1)
+    #: client processes per level; None: chosen per level from client_cpus and the expected rate
+    #: (one without client_cpus, at most one per core). A level whose busiest process is CPU-bound is
+    #: re-run on more processes where the cores allow, else stored flagged (``client_bound``).
+    client_processes: int | None = Field(default=None, ge=1, le=1024)
+    #: measurement windows per level, each with its own prompts; the level's figures are the medians
+    #: and every headline metric gets a confidence interval (needs >= 2; 5+ for verdicts)
+    repeats: int = Field(default=1, ge=1, le=50)
+
+    @field_validator("client_cpus", mode="before")
+    @classmethod
+    def _client_cpus(cls, v: Any) -> Any:
+        return as_cores(v)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _levels(cls, v: list[int]) -> list[int]:
+        if any(c <= 0 for c in v):
+            raise ValueError(f"every level must be > 0 (got {v})")
+        if len(set(v)) != len(v):
+            raise ValueError(f"levels must be unique (got {v})")
+        return sorted(v)
+
+    @model_validator(mode="after")
+    def _window(self) -> SweepSpec:
+        if (self.requests is None) == (self.duration_s is None):
+            raise ValueError("give exactly one of requests or duration_s")
+        return self
