@@ -167,8 +167,8 @@ class WorkloadSpec(StrictModel):
     @field_validator("input_len", "output_len")
     @classmethod
     def _positive(cls, v: Any) -> Any:
-        if isinstance(v, int) and v <= 0:
-            raise ValueError(f"must be > 0 (got {v})")
+        if isinstance(v, int) and not 0 < v <= MAX_TOKENS:
+            raise ValueError(f"must be 1..{MAX_TOKENS} tokens (got {v})")
         return v
 
     @model_validator(mode="after")
