@@ -19,7 +19,10 @@ class SpecError(NovaError):
 
 
 class StorageError(NovaError):
-    """Storage cannot be reached or the study does not exist. Messages never contain a password."""
+    """Storage cannot be reached or the study does not exist. Messages never contain a password.
+    ``transient``: the cause was a lost connection, worth retrying (``db.retrying`` does)."""
+
+    transient: bool = False
 
 
 class EngineError(NovaError):

@@ -49,9 +49,12 @@ def _parse_gpus(text: str | None) -> tuple[int, ...]:
 
 
 def _interrupt_on_sigterm() -> None:
-    """SIGTERM behaves like Ctrl-C: the running trial is torn down and ends FAIL ("interrupted")."""
+    """SIGTERM behaves like Ctrl-C: the running trial is torn down and ends FAIL ("interrupted").
+    Later SIGTERMs are ignored: the worker is already stopping, and Python's exit would otherwise put
+    the default action back and let one kill it before its exit code is out."""
 
     def handler(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
@@ -66,7 +69,7 @@ def _work(
     artifacts_dir: str | None,
     stop_after: float | None = None,
 ) -> None:
-    from nova_search.db import mask
+    from nova_search.db import mask, storage_retry_s
     from nova_search.progress import RichReporter, outcome_table, pareto_table
     from nova_search.report.dashboard import after_trial
     from nova_search.results.load import load_results
@@ -96,7 +99,7 @@ def _work(
         except KeyboardInterrupt:
             err_console.print("interrupted: the running trial was stopped and recorded as FAIL")
             raise typer.Exit(130) from None
-    results = load_results(study_name, url)
+    results = load_results(study_name, url, retry_s=storage_retry_s())
     console.print(outcome_table(results))
     table = pareto_table(results)
     states = {t.state for t in results.trials}

@@ -8,7 +8,14 @@ from contextlib import contextmanager
 
 import optuna
 from alembic.util import CommandError
-from sqlalchemy.exc import InterfaceError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DBAPIError,
+    InterfaceError,
+    OperationalError,
+    PendingRollbackError,
+    ProgrammingError,
+    SQLAlchemyError,
+)
 
 from nova_search.db._url import mask
 from nova_search.errors import StorageError
@@ -17,16 +24,21 @@ from nova_search.errors import StorageError
 TRANSIENT: tuple[type[BaseException], ...] = (
     OperationalError,
     InterfaceError,
+    PendingRollbackError,
     optuna.exceptions.StorageInternalError,
 )
 
 
 def is_transient(e: BaseException) -> bool:
-    """A lost connection (directly, or wrapped by Optuna), not a query the database refused."""
+    """A lost connection (directly, or wrapped by Optuna), not a query the database refused. The
+    first call on a session whose connection was cut raises ``PendingRollbackError``; the next one
+    reconnects, so it is transient too."""
     if isinstance(e, optuna.exceptions.StorageInternalError):
         cause = e.__cause__ or e.__context__
-        return cause is None or isinstance(cause, OperationalError | InterfaceError)
-    return isinstance(e, OperationalError | InterfaceError)
+        return cause is None or is_transient(cause)
+    if isinstance(e, DBAPIError) and e.connection_invalidated:
+        return True
+    return isinstance(e, OperationalError | InterfaceError | PendingRollbackError)
 
 
 def _missing_tables(e: BaseException) -> bool:
@@ -53,7 +65,9 @@ def storage_error(url: str, doing: str, e: BaseException, after: str = "") -> St
         hint = " (is the database driver installed?)"
     else:
         hint = ""
-    return StorageError(f"cannot {doing} {where}: {type(cause).__name__}{hint}")
+    error = StorageError(f"cannot {doing} {where}: {type(cause).__name__}{hint}")
+    error.transient = is_transient(e)
+    return error
 
 
 @contextmanager

@@ -1,6 +1,7 @@
-"""Storage calls through a database restart or failover: transient errors (``errors.TRANSIENT``) are
-retried with backoff for a window, then raised as ``StorageError``. Every storage call on a worker's
-path goes through ``retrying``: start-up, ask, suggest, attributes, heartbeats, tell."""
+"""Storage calls through a database restart or failover: transient errors (``errors.TRANSIENT``, or
+a ``StorageError`` made of one) are retried with backoff for a window, then raised as
+``StorageError``. Every storage call on a worker's path goes through ``retrying``: start-up, ask,
+suggest, attributes, heartbeats, tell, and the closing summary."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from nova_search.db._url import mask
 from nova_search.db.errors import TRANSIENT, is_transient, storage_error
 from nova_search.errors import StorageError
 
@@ -40,10 +42,12 @@ def retrying(
         attempt += 1
         try:
             return fn()
-        except TRANSIENT as e:
+        except (*TRANSIENT, StorageError) as e:
+            if isinstance(e, StorageError) and not e.transient:
+                raise
             if fatal is not None and (final := fatal(e)) is not None:
                 raise final from None
-            if not is_transient(e):
+            if not isinstance(e, StorageError) and not is_transient(e):
                 raise
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -51,8 +55,9 @@ def retrying(
                 raise storage_error(url, doing, e, after) from None
             if attempt == 1:  # once per outage: the final error, if any, says how many tries it took
                 log.warning(
-                    "storage unreachable during %s (%s); retrying for up to %g s (NOVA_STORAGE_RETRY_S)",
+                    "cannot %s %s (%s); retrying for up to %g s (NOVA_STORAGE_RETRY_S)",
                     doing,
+                    mask(url) if url else "the storage",
                     type(e).__name__,
                     window_s,
                 )

@@ -14,7 +14,7 @@ from typing import Any
 import optuna
 from optuna.storages import RDBStorage
 
-from nova_search.db import LevelStore, mask, open_storage, storage_errors, study_names
+from nova_search.db import LevelStore, mask, open_storage, retrying, storage_errors, study_names
 from nova_search.errors import NovaError
 from nova_search.results.decode import study_results
 from nova_search.results.records import StudyResults
@@ -84,13 +84,18 @@ def read_results(storage: RDBStorage, url: str, study_name: str, *, rows: bool =
     return merge_stages(study_name, parts)
 
 
-def load_results(study_name: str, storage_url: str) -> StudyResults:
-    """Read every trial of ``study_name`` (a staged study by its own name) from ``storage_url``."""
-    storage = open_storage(storage_url, read_only=True)
-    try:
-        return read_results(storage, storage_url, study_name)
-    finally:
-        storage.engine.dispose()
+def load_results(study_name: str, storage_url: str, *, retry_s: float = 0.0) -> StudyResults:
+    """Read every trial of ``study_name`` (a staged study by its own name) from ``storage_url``;
+    a lost connection is retried for ``retry_s`` seconds (a worker's closing summary)."""
+
+    def read() -> StudyResults:
+        storage = open_storage(storage_url, read_only=True)
+        try:
+            return read_results(storage, storage_url, study_name)
+        finally:
+            storage.engine.dispose()
+
+    return retrying(read, retry_s, f"read study {study_name!r} from", url=storage_url)
 
 
 def results_of(study: optuna.Study) -> StudyResults:

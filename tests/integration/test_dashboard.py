@@ -10,10 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -21,10 +18,9 @@ import pytest
 
 from nova_search import schema
 from nova_search import study as nova_study
-from nova_search.engine.server import free_port
 from nova_search.spec import parse_spec
-from tests.support import REPO
 from tests.support.cli import nova
+from tests.support.dashboard import serve_dashboard, study_detail
 from tests.support.specs import minimal_spec_dict
 
 pytestmark = pytest.mark.slow
@@ -83,39 +79,13 @@ def populated(tmp_path_factory):
 def dashboard(populated):
     """`nova-search dashboard` on a free loopback port; its base URL."""
     url, artifacts = populated
-    port = free_port()
-    argv = ["dashboard", "--storage", url, "--artifacts-dir", str(artifacts), "--port", str(port)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nova_search", *argv],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/api/meta", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"the dashboard did not start: {proc.communicate()[0][-2000:]}")
-        time.sleep(0.2)
-    yield base
-    os.killpg(proc.pid, signal.SIGTERM)
-    proc.wait(timeout=10)
+    with serve_dashboard(url, artifacts) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
 def detail(dashboard):
-    studies = httpx.get(f"{dashboard}/api/studies", timeout=30).json()["study_summaries"]
-    (summary,) = [s for s in studies if s["study_name"] == "dash"]
-    body = httpx.get(f"{dashboard}/api/studies/{summary['study_id']}", timeout=30).json()
-    return summary["study_id"], body
+    return study_detail(dashboard, "dash")
 
 
 def test_metric_names_and_trial_states(detail):

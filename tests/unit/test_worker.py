@@ -13,11 +13,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, PendingRollbackError
 
 from nova_search import schema, worker
 from nova_search import study as nova_study
 from nova_search.db import count_toward_budget, open_storage, retrying
+from nova_search.db.errors import is_transient, storage_error
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError, StorageError, TrialFailure
 from nova_search.spec import parse_spec
@@ -170,6 +171,38 @@ def test_retrying_waits_out_a_transient_error_and_gives_up_after_its_window():
 
     with pytest.raises(ValueError):  # not transient: passes through at once
         retrying(refused, 10, "read x")
+
+
+def _wrapped(cause: BaseException) -> optuna.exceptions.StorageInternalError:
+    """What Optuna's RDB storage raises: its StorageInternalError from the SQLAlchemy error."""
+    try:
+        raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from cause
+    except optuna.exceptions.StorageInternalError as e:
+        return e
+
+
+def test_a_cut_connection_is_transient_in_every_shape_a_storm_produces():
+    """The chains seen while every backend was terminated every 0.05 s (benchmarks/storage_storm.py):
+    the cut itself, and the PendingRollbackError of the next call on that session (which then
+    reconnects). A query the database refused is not transient. A StorageError made of a transient
+    error is retried too (a read wrapped in ``storage_errors``)."""
+    admin = OperationalError("SELECT 1", {}, Exception("terminating connection due to administrator command"))
+    pending = PendingRollbackError("Can't reconnect until invalid transaction is rolled back.")
+    pending.__cause__ = admin
+    assert is_transient(admin) and is_transient(pending)
+    assert is_transient(_wrapped(admin)) and is_transient(_wrapped(pending))
+    assert not is_transient(_wrapped(IntegrityError("INSERT", {}, Exception("duplicate key"))))
+    assert storage_error("sqlite://", "read x", _wrapped(pending)).transient
+    assert not storage_error("sqlite://", "read x", ValueError("bad")).transient
+    calls = {"n": 0}
+
+    def cut_then_ok() -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise storage_error("sqlite://", "read x", _wrapped(pending))
+        return "ok"
+
+    assert retrying(cut_then_ok, 10, "read x") == "ok" and calls["n"] == 2
 
 
 def test_workers_in_threads_share_one_budget(url, monkeypatch, tmp_path):
