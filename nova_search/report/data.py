@@ -362,6 +362,14 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
     if tuned is None:
         notes.append("No feasible COMPLETE non-speculative trial yet: no tuned baseline to compare with.")
     complete = results.complete()
+    for t in complete:
+        if t.client_bound_levels:
+            levels = ", ".join(map(str, t.client_bound_levels))
+            notes.append(
+                f"Trial {t.key} was client-bound at concurrency {levels}: the load generator's busiest "
+                "process passed its CPU share, so the client, not the server, may have set those "
+                "figures. Give the client more cores (workload.client_cpus) and re-measure."
+            )
     if len(complete) < 2:
         notes.append(f"Fewer than 2 COMPLETE trials ({len(complete)}): little to compare yet.")
     history, reference = hypervolume_history(results)
