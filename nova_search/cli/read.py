@@ -295,7 +295,8 @@ def report_cmd(
         path = write_report(data, output)
     except OSError as e:
         fail(NovaError(f"cannot write {output}: {e.strerror or e}"))
-    summary = f"{len(data.trials)} trials, {len(data.notes)} notes on missing data"
+    n = len(data.notes)
+    summary = f"{len(data.trials)} trials, {n} note{'' if n == 1 else 's'} on what is missing or doubtful"
     console.print(f"report written to {path} ({summary})", highlight=False)
 
 

@@ -71,6 +71,8 @@ class EngineSpec(StrictModel):
     #: CPU cores the server is pinned to (its children inherit it). On a small CPU machine keep the
     #: engine and the load generator (sweep.client_cpus) on different cores, or both measure noise.
     cpus: list[Annotated[int, Field(ge=0, le=65535)]] | None = Field(default=None, min_length=1)
+    #: knob values every trial gets, the stock baseline included, unless the space sets them (what the
+    #: machine needs: on a CPU, gpu_memory_utilization)
     defaults: EngineDefaults = Field(default_factory=EngineDefaults)
     #: seconds a server may take to answer /health before the trial ends FAIL (timeout)
     boot_timeout_s: float = Field(default=900.0, gt=0, le=86_400)

@@ -28,9 +28,13 @@ from nova_search.spec._base import (
 class SpeculativeSpace(StrictModel):
     """The drafter search. ``num_speculative_tokens`` is sampled only when the method is not none."""
 
+    #: the drafter: none, ngram, eagle, eagle3, dflash, draft_model, mtp, suffix (a value or {choices})
     method: StrParam = "none"
+    #: tokens drafted per step (sampled only when the method is not none)
     num_speculative_tokens: IntParam | None = None
+    #: n-gram: the shortest prompt n-gram to look up
     prompt_lookup_min: IntParam | None = None
+    #: n-gram: the longest prompt n-gram to look up (>= prompt_lookup_min)
     prompt_lookup_max: IntParam | None = None
     #: drafter checkpoint (path or hub id) per method that needs one
     drafters: dict[str, str] = Field(default_factory=dict)
@@ -99,5 +103,10 @@ SpaceSpec = create_model(  # type: ignore[call-overload]
     __base__=_KnobSpace,
     __doc__="One joint search space: the knob table's knobs (fixed, choices or a range) and the drafter.",
     **{name: _knob_field(k, _PARAM_OF[k.type]) for name, k in SPACE_KNOBS.items()},
-    speculative=(SpeculativeSpace, Field(default_factory=SpeculativeSpace)),
+    speculative=(
+        SpeculativeSpace,
+        Field(
+            default_factory=SpeculativeSpace, description="the drafter search (method none: no speculation)"
+        ),
+    ),
 )

@@ -25,7 +25,9 @@ At = int | Literal["best"]
 
 
 class ObjectiveSpec(StrictModel):
+    #: a LevelResult metric: output_throughput, ttft_p99_ms, goodput, ... (see Metric definitions)
     metric: str
+    #: maximize or minimize
     direction: Literal["maximize", "minimize"]
     #: a concurrency level of the sweep, or "best": the best value over all levels
     at: At = "best"
@@ -48,9 +50,13 @@ class ConstraintSpec(StrictModel):
     counts) or ``best``. Stored with ``trial.set_constraint``; Optuna treats a value <= 0 as feasible.
     """
 
+    #: a LevelResult metric, as in objectives
     metric: str
+    #: <=, >=, < or >
     op: Literal["<=", ">=", "<", ">"]
+    #: the bound, in the metric's unit
     value: float
+    #: a concurrency level, every (the worst level counts) or best
     at: int | Literal["every", "best"] = "every"
 
     @model_validator(mode="before")
@@ -87,8 +93,11 @@ def _known_metric(v: str) -> str:
 class SLOSpec(StrictModel):
     """Per-request latency limits (ms) that goodput counts: a request is good when it meets all."""
 
+    #: a request's time to first token must be at most this
     ttft_ms: float | None = Field(default=None, gt=0, le=1e9)
+    #: a request's time per output token must be at most this
     tpot_ms: float | None = Field(default=None, gt=0, le=1e9)
+    #: a request's end-to-end latency must be at most this
     e2e_ms: float | None = Field(default=None, gt=0, le=1e9)
 
     @model_validator(mode="after")
@@ -116,6 +125,7 @@ STAGINGS: tuple[tuple[str, ...], ...] = (("joint",), ("tune",), ("tune", "specul
 
 
 class SamplerSpec(StrictModel):
+    #: the Optuna sampler: tpe (multivariate, grouped), gp, nsga2, random or grid
     name: Literal["tpe", "gp", "nsga2", "random", "grid"] = "tpe"
     #: seeds the sampler (numpy: 0 .. 2**32 - 1); null: a new seed each run
     seed: int | None = Field(default=0, ge=0, le=2**32 - 1)
@@ -144,6 +154,7 @@ def check_study_name(name: str, what: str = "name") -> str:
 
 
 class StudySpec(StrictModel):
+    #: the study's name (stages get NAME.tune, NAME.speculative); a safe file name
     name: str
 
     @field_validator("name")
@@ -154,12 +165,19 @@ class StudySpec(StrictModel):
             raise ValueError(problem)
         return v
 
+    #: the model every trial serves
     model: ModelSpec
+    #: how a server is launched: interpreter or command, device, pinning, environment
     engine: EngineSpec = Field(default_factory=EngineSpec)
+    #: the knobs: each fixed, a range or choices; a knob left out is not passed
     space: SpaceSpec = Field(default_factory=SpaceSpec)
+    #: what each request sends
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    #: the concurrency levels and how each is measured
     sweep: SweepSpec
+    #: what the study optimizes: one or more {metric, direction, at}
     objectives: list[ObjectiveSpec] = Field(min_length=1)
+    #: SLOs a feasible trial meets: 'ttft_p99_ms <= 500 at concurrency 4' or a mapping
     constraints: list[ConstraintSpec] = Field(default_factory=list)
     #: per-request SLO for goodput (leave out: every successful request counts as good)
     slo: SLOSpec | None = None
@@ -171,8 +189,12 @@ class StudySpec(StrictModel):
     #: The tune stage measures it first as a "reference" trial; with ``stages: [speculative]`` the
     #: drafter search builds on it directly
     tuned: EngineDefaults | None = None
+    #: how many trials (counted across every worker)
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    #: the Optuna sampler and its seed
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
+    #: a SQLAlchemy URL (sqlite:///nova.db, postgresql+psycopg://...); --storage and NOVA_STORAGE override
+    #: it; stored with the password masked
     storage: str | None = None
     #: where trial logs go; one folder per study and trial
     artifacts_dir: str = "nova-artifacts"

@@ -84,6 +84,7 @@ OutputLenParam = Annotated[
 class ClosedArrival(StrictModel):
     """Closed loop: the level's concurrency in flight at all times (a request goes as one returns)."""
 
+    #: closed: the level's concurrency in flight at all times
     kind: Literal["closed"] = "closed"
 
 
@@ -92,8 +93,11 @@ class PoissonArrival(StrictModel):
     more than ``max_in_flight`` at once (a request due while the cap is reached waits for a slot).
     Left out, ``max_in_flight`` is the sweep level's value: the level stays the key of the results."""
 
+    #: poisson: open loop with seeded exponential gaps
     kind: Literal["poisson"]
+    #: requests a second, on average
     rate: float = Field(gt=0, le=1_000_000)
+    #: the most requests in flight (a request due at the cap waits); default: the sweep level
     max_in_flight: int | None = Field(default=None, gt=0, le=MAX_CONCURRENCY)
 
 
@@ -133,6 +137,8 @@ class WorkloadSpec(StrictModel):
     (``tokenizer``, else ``model.path``, a folder with tokenizer.json).
     """
 
+    #: synthetic (random prompts), shared_prefix (fixed prefixes before each prompt) or jsonl (conversations
+    #: from a file)
     kind: Literal["synthetic", "shared_prefix", "jsonl"] = "synthetic"
     #: tokens per prompt (shared_prefix: after the prefix; jsonl: the most, an int or left out)
     input_len: LenParam | None = None
@@ -140,6 +146,7 @@ class WorkloadSpec(StrictModel):
     output_len: OutputLenParam = 64
     #: seeds every prompt (each level, window and warmup draws its own stream from it)
     seed: int = Field(default=0, ge=0, le=2**62)
+    #: completions (/v1/completions) or chat (/v1/chat/completions: text messages, needs a tokenizer)
     endpoint: Literal["completions", "chat"] = "completions"
     #: how a synthetic completions prompt is sent: ``ids`` (token ids: exact lengths, no tokenizer
     #: needed) or ``text`` (random text of the same token length, tokenized by the server, as
@@ -147,13 +154,19 @@ class WorkloadSpec(StrictModel):
     prompt_format: Literal["ids", "text"] = "ids"
     #: a folder with tokenizer.json (or the file itself); default: model.path
     tokenizer: str | None = None
+    #: how requests arrive: {kind: closed} or {kind: poisson, rate, max_in_flight}
     arrival: ArrivalSpec = Field(default_factory=ClosedArrival)
     # shared_prefix
+    #: shared_prefix: how many distinct prefixes
     num_prefixes: int = Field(default=1, gt=0, le=100_000)
+    #: shared_prefix: tokens per prefix (required there)
     prefix_len: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
+    #: shared_prefix: which prefix each request gets
     prefix_order: Literal["round_robin", "random"] = "round_robin"
     # jsonl
+    #: jsonl: the file (OpenAI messages or ShareGPT conversations, one a line, or one JSON array)
     path: str | None = None
+    #: jsonl: cut a prompt longer than input_len to its first input_len tokens (false: leave it out)
     truncate: bool = True
 
     @model_validator(mode="before")
@@ -192,6 +205,7 @@ class WorkloadSpec(StrictModel):
 
 
 class SweepSpec(StrictModel):
+    #: the concurrency levels measured, in order (each a warmup, then the windows)
     concurrency: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] = Field(min_length=1, max_length=100)
     #: requests sent at each level before the window opens; excluded from every metric
     warmup_requests: int = Field(default=4, ge=0, le=100_000)

@@ -1,5 +1,5 @@
 """The example specs under studies/: they validate, and the reference study's tuned launches and
-drafters come out as the reference's flags (../shared/REFERENCE-STUDY.md)."""
+drafters come out as the reference's flags."""
 
 from __future__ import annotations
 
