@@ -65,11 +65,15 @@ def main() -> None:
         complete = result.states.get("COMPLETE", 0)
         without_rows = complete - len(levels)
         retries = out.count("retrying for up to")
-    print(f"storm: every {args.every_s:g} s for up to {args.for_s:g} s; {storm.rounds} rounds, "
-          f"{storm.killed} backends terminated over {min(storm_s, args.for_s):.0f} s")
+    print(
+        f"storm: every {args.every_s:g} s for up to {args.for_s:g} s; {storm.rounds} rounds, "
+        f"{storm.killed} backends terminated over {min(storm_s, args.for_s):.0f} s"
+    )
     print(f"worker: exit {proc.returncode} after {wall:.0f} s; {retries} retry warnings")
-    print(f"trials: {result.total} in all, {result.budget_used} toward the budget of {args.trials}; "
-          f"states {result.states}")
+    print(
+        f"trials: {result.total} in all, {result.budget_used} toward the budget of {args.trials}; "
+        f"states {result.states}"
+    )
     print(f"RUNNING left: {result.running}; internal failures: {len(result.internal)} {result.internal}")
     print(f"COMPLETE trials without their per-level rows: {without_rows}")
     print(f"stand-in engines left running: {len(fake_engines())}")  # fmt: skip
