@@ -17,6 +17,7 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # docstrings are wrapped prose: a single newline is not a line break
     help="nova-search: find the best vLLM serving configuration with Optuna.",
 )
 console = Console(log_path=False)
