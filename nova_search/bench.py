@@ -97,7 +97,15 @@ def run_bench(plan: BenchPlan) -> list[LevelResult]:
 
 #: LevelResult latency names -> the names ``vllm bench serve`` uses in its result JSON
 _VLLM_LATENCY = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}
-_VLLM_STATS = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99", "p999": "p99.9"}
+_VLLM_STATS = {
+    "mean": "mean",
+    "p50": "median",
+    "std": "std",
+    "p90": "p90",
+    "p95": "p95",
+    "p99": "p99",
+    "p999": "p99.9",
+}
 
 
 def vllm_names(level: LevelResult) -> dict[str, Any]:
@@ -105,7 +113,7 @@ def vllm_names(level: LevelResult) -> dict[str, Any]:
     ``benchmarks/serve.py``): ``completed``, ``failed``, ``total_input_tokens``,
     ``total_output_tokens``, ``duration``, ``request_throughput``, ``output_throughput``,
     ``total_token_throughput``, ``max_concurrency``, and
-    ``{mean,median,p90,p99,p99.9}_{ttft,tpot,itl,e2el}_ms``
+    ``{mean,median,std,p90,p95,p99,p99.9}_{ttft,tpot,itl,e2el}_ms``
     (vLLM writes only the percentiles it was asked for, p99 by default), plus nova's client figures
     under ``nova_`` keys. ``request_goodput`` is nova's goodput (requests meeting nova's SLOs)."""
     out: dict[str, Any] = {

@@ -14,11 +14,27 @@ results are in the README, not asserted here where they would fail on noise rath
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from nova_search.bench import vllm_names
+from nova_search.metrics import LevelResult
 from tests.support.crosscheck import CrossCheckPlan, compare, report, run_crosscheck
 
 pytestmark = pytest.mark.slow
+
+#: the counts and rates of `vllm bench serve --save-result` that nova also reports under vLLM's names
+CORE_KEYS = {
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+}
 
 # nova in two client processes (sharing the client core): the merged figures must cover the same workload
 PLAN = CrossCheckPlan(
@@ -54,6 +70,17 @@ def test_nova_and_vllm_bench_measure_the_same_workload_on_the_same_server(
         assert pair.peer.figures.input_tokens == pytest.approx(PLAN.num_requests * PLAN.input_len, rel=0.01)
     figures = compare(check.pairs)
     assert set(figures) == {"output_throughput", "ttft_p50_ms", "tpot_p50_ms"}, text
+    # `bench --json-names vllm` speaks vLLM's result format: every key vLLM wrote that nova also
+    # measures has the same name and the same meaning (counts exactly, figures of the same run nearby)
+    pair = check.pairs[0]
+    ours = vllm_names(LevelResult.from_dict(pair.nova.raw))
+    theirs = pair.peer.raw
+    latency = re.compile(r"^(mean|median|std|p\d+(\.\d+)?)_(ttft|tpot|itl|e2el)_ms$")
+    shared = {k for k in theirs if latency.match(k) or k in CORE_KEYS}
+    assert CORE_KEYS <= shared and len(shared) > len(CORE_KEYS) + 8, sorted(theirs)
+    assert shared <= set(ours), sorted(shared - set(ours))
+    for key in ("completed", "failed", "total_output_tokens"):
+        assert ours[key] == theirs[key], key
 
 
 def test_vllm_bench_streams_from_the_standin(standin, engine_python, tiny_model, tmp_path):

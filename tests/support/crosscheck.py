@@ -51,7 +51,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -429,6 +429,8 @@ class Run:
     seed: int
     figures: Figures
     load: HostLoad | None = None
+    #: the client's own result: vllm bench serve's JSON, or nova's LevelResult as a dict
+    raw: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -510,13 +512,15 @@ def run_pair(
         cpu0 = client.cpu_s() if who == "peer" else _children_cpu_s()
         before = watch.snapshot() if watch else None
         if who == "peer":
-            figures = peer_figures(client.run(peer_args(plan, base_url, model, tokenizer, seed), 900.0))
+            raw = client.run(peer_args(plan, base_url, model, tokenizer, seed), 900.0)
+            figures = peer_figures(raw)
         else:
-            figures = nova_figures(nova_run(plan, base_url, model, api_key, seed))
+            raw = nova_run(plan, base_url, model, api_key, seed)
+            figures = nova_figures(raw)
         after = watch.snapshot() if watch else None
         cpu = (client.cpu_s() if who == "peer" else _children_cpu_s()) - cpu0
         load = CoreWatch.load(before, after, cpu) if before and after else None
-        run = Run(who, seed, figures, load)
+        run = Run(who, seed, figures, load, raw)
         if progress:
             print(f"  {describe(run)}", flush=True)
         return run

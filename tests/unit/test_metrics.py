@@ -570,3 +570,18 @@ def test_new_fields_are_metrics_and_round_trip() -> None:
     assert LevelResult.from_dict(res.as_dict()) == res
     old = {k: v for k, v in res.as_dict().items() if k not in ("goodput", "goodput_rate")}
     assert LevelResult.from_dict(old).goodput is None  # levels stored before these fields
+
+
+def test_vllm_names_cover_every_statistic_vllm_bench_serve_writes():
+    """`bench --json-names vllm`: vLLM's keys (``benchmarks/serve.py``: mean, median, std and the
+    asked percentiles of ttft, tpot, itl and e2el), from the same LevelResult fields."""
+    from nova_search.bench import vllm_names
+    from tests.support.builders import level
+
+    named = vllm_names(level(8, 100.0, 40.0, ttft_std_ms=3.0, ttft_p95_ms=35.0))
+    for stat in ("mean", "median", "std", "p90", "p95", "p99", "p99.9"):
+        for metric in ("ttft", "tpot", "itl", "e2el"):
+            assert f"{stat}_{metric}_ms" in named, (stat, metric)
+    assert (named["std_ttft_ms"], named["p95_ttft_ms"], named["p99_ttft_ms"]) == (3.0, 35.0, 40.0)
+    assert (named["completed"], named["failed"], named["max_concurrency"]) == (10, 0, 8)
+    assert named["output_throughput"] == 100.0 and named["total_output_tokens"] == 200
