@@ -4,6 +4,7 @@ the tiny local model, PostgreSQL on 127.0.0.1. A missing dependency fails loudly
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -11,6 +12,13 @@ import pytest
 
 from tests.support import REPO  # noqa: F401 - the repository root, for tests that ask conftest
 from tests.support.standin import StandinOptions, StandinServer
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C is KeyboardInterrupt here, however the suite was started: a shell that starts a job in
+    the background without job control ignores SIGINT in it, and Python keeps an ignored SIGINT, so
+    the tests of interruption (and the workers they start) would see nothing."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from multiprocessing import resource_tracker
 from pathlib import Path
 
 import pytest
@@ -179,6 +180,9 @@ def test_client_processes_do_not_outlive_an_interrupted_level(standin) -> None:
     process behind."""
     srv = standin(ttft_s=0.05, itl_s=0.05)
     plan = LevelPlan(concurrency=4, warmup=(), prompts=stream(40, 200))
+    # multiprocessing's resource tracker is one process per parent, started on first use and ended
+    # with the parent: start it now, so that only the level's own processes are new
+    resource_tracker.ensure_running()
     before = set(_children())
 
     def interrupt() -> None:
