@@ -354,7 +354,10 @@ def _run_slot(
 
 
 def _any_running(study: optuna.Study) -> bool:
-    return bool(study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+    """Whether a trial of the study is RUNNING, read from the database itself, not through Optuna's
+    trial cache: a worker that waits on this must see another worker's tell."""
+    running = rdb_storage(study).get_all_trials(study._study_id, deepcopy=False, states=(TrialState.RUNNING,))
+    return bool(running)
 
 
 def _run_one(
