@@ -23,6 +23,12 @@ case "${1:-}" in
     [ -f /tmp/site/.complete ] || { echo "bundle incomplete"; exit 1; }
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
     nproc | sed 's/^/cores: /' | tee -a "$OUT/gpu.txt"
+    # which cores share a physical core: the server on 0-7 and the clients on 8-15 only stay apart
+    # if no client core is a hyperthread sibling of a server core
+    lscpu | grep -E '^(Model name|Thread|Core|Socket|NUMA node)' | tee -a "$OUT/gpu.txt"
+    for c in 0 7 8 15; do
+      echo "cpu$c siblings: $(cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list)"
+    done | tee -a "$OUT/gpu.txt"
     cp -r .gpu/model /tmp/model
     setsid taskset -c 0-7 python3 -m vllm.entrypoints.openai.api_server --model /tmp/model \
       --served-model-name qwen3-8b --load-format dummy --max-num-seqs 512 --max-model-len 4096 \
@@ -39,7 +45,7 @@ case "${1:-}" in
     curl -sf "http://127.0.0.1:$PORT/health" > /dev/null || { echo "no server"; tail -30 /tmp/server.log; exit 1; }
     python3 benchmarks/h200/crosscheck_h200.py --url "http://127.0.0.1:$PORT" --model qwen3-8b \
       --tokenizer /tmp/model --client-cpus 8-15 --pairs "${PAIRS:-3}" --budget-s "${BUDGET_S:-420}" \
-      --out "$OUT/crosscheck-h200" ${SHAPES:+--shapes "$SHAPES"}
+      --out "$OUT/crosscheck-h200" ${SHAPES:+--shapes "$SHAPES"} ${PROCESSES:+--processes "$PROCESSES"}
     rc=$?
     tail -c 200000 /tmp/server.log > "$OUT/server.log"
     exit $rc

@@ -16,7 +16,9 @@ Every run is also appended to ``runs.jsonl`` with all its figures.
         --client-cpus 8-15 --pairs 3 --out benchmarks/results/crosscheck-h200
 
 ``--shapes`` takes ``IN/OUT@CONCURRENCY:REQUESTS`` items separated by commas (default: the five
-shapes of the issue, ``DEFAULT_SHAPES``); ``--engine-python`` the interpreter that imports vLLM
+shapes of the issue, ``DEFAULT_SHAPES``), each optionally ending in ``pN`` to run nova in N processes
+for that shape (``128/512@512:1024p1``: the same shape twice, once with ``p1``, compares the split);
+``--engine-python`` the interpreter that imports vLLM
 (default ``python3``, with vLLM on ``PYTHONPATH``); the API key comes from ``--api-key`` or
 ``NOVA_BENCH_API_KEY`` (none by default). The goal it reports against: medians within 3 % in output
 throughput and within 5 % in median TTFT and median TPOT, and no client-bound nova run.
@@ -39,6 +41,9 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.crosscheck import CrossCheckPlan, Pair, describe, peer_client, run_pair  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from server_watch import ServerWatch  # noqa: E402
+
 #: the issue's shapes; requests chosen so that 5 shapes x 3 pairs x 2 clients take about 7 minutes on
 #: one H200 with the Qwen3-8B shape (from the issue's figures: 2.5k tok/s at c=16, 3.2k at c=64 with
 #: 1024-token prompts, 14k at c=256): 3-4 waves of the closed loop below 256 (6-10 s a run), one
@@ -57,20 +62,24 @@ class Shape:
     output_len: int
     concurrency: int
     num_requests: int
+    #: nova's client processes for this shape (``...:REQUESTSpN``); None: ``--processes``
+    processes: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> Shape:
         try:
             lens, rest = text.strip().split("@")
             conc, requests = rest.split(":")
+            requests, _, procs = requests.partition("p")
             inp, out = lens.split("/")
-            return cls(int(inp), int(out), int(conc), int(requests))
+            return cls(int(inp), int(out), int(conc), int(requests), int(procs) if procs else None)
         except ValueError:
-            raise SystemExit(f"--shapes: {text!r} is not IN/OUT@CONCURRENCY:REQUESTS") from None
+            raise SystemExit(f"--shapes: {text!r} is not IN/OUT@CONCURRENCY:REQUESTS[pPROCESSES]") from None
 
     @property
     def label(self) -> str:
-        return f"{self.input_len}/{self.output_len} c={self.concurrency} n={self.num_requests}"
+        procs = f" nova processes={self.processes}" if self.processes else ""
+        return f"{self.input_len}/{self.output_len} c={self.concurrency} n={self.num_requests}{procs}"
 
 
 def vocab_size(model_dir: Path) -> int:
@@ -95,7 +104,13 @@ def pair_entry(pair: Pair) -> dict:
 
 
 def summary(shapes: list[Shape], pairs: dict[Shape, list[Pair]]) -> list[dict]:
-    return [{**asdict(s), "pairs": [pair_entry(p) for p in pairs[s]]} for s in shapes]
+    def head(s: Shape) -> dict:
+        d = asdict(s)
+        if d.pop("processes") is not None:
+            d["nova_processes_forced"] = s.processes
+        return d
+
+    return [{**head(s), "pairs": [pair_entry(p) for p in pairs[s]]} for s in shapes]
 
 
 def table(shapes: list[Shape], pairs: dict[Shape, list[Pair]]) -> str:
@@ -120,12 +135,30 @@ def table(shapes: list[Shape], pairs: dict[Shape, list[Pair]]) -> str:
         ok = all(abs(med[k][2]) <= GOAL[k] for k in GOAL) and not bound and len(ps) >= 3
         t, f, q = med["output_throughput"], med["ttft_p50_ms"], med["tpot_p50_ms"]
         lines.append(
-            f"| {s.input_len}/{s.output_len}, c={s.concurrency}, {s.num_requests} | {len(ps)} "
+            f"| {s.input_len}/{s.output_len}, c={s.concurrency}, {s.num_requests}"
+            f"{f' (nova p={s.processes})' if s.processes else ''} | {len(ps)} "
             f"| {t[0]:.0f} | {t[1]:.0f} | {t[2]:+.1%} | {f[0]:.1f} / {f[1]:.1f} | {f[2]:+.1%} "
             f"| {q[0]:.2f} / {q[1]:.2f} | {q[2]:+.1%} | {max(shares):.0%}, {'/'.join(map(str, procs))}"
             f"{' CLIENT-BOUND' if bound else ''} | {'met' if ok else 'missed'} |"
         )
     return "\n".join(lines)
+
+
+def server_line(stats: dict) -> str:
+    """One line of a run's server-side figures (server_watch.run_stats)."""
+
+    def f(key: str, fmt: str) -> str:
+        v = stats.get(key)
+        return format(v, fmt) if isinstance(v, (int, float)) else "-"
+
+    return (
+        f"TTFT {f('server_ttft_mean_ms', '.0f')} ms, ITL {f('server_itl_mean_ms', '.2f')} ms, "
+        f"queue {f('server_queue_mean_ms', '.0f')} ms, prefill {f('server_prefill_mean_ms', '.0f')} ms, "
+        f"decode {f('server_decode_mean_ms', '.0f')} ms (means); {f('server_tokens_per_step', '.0f')} "
+        f"tokens/step at {f('server_steps_per_s', '.1f')} steps/s; running {f('server_running_mean', '.0f')} "
+        f"(max {f('server_running_max', '.0f')}, full {f('server_full_share', '.0%')} of the time), "
+        f"waiting max {f('server_waiting_max', '.0f')}"
+    )
 
 
 def main() -> None:
@@ -173,6 +206,7 @@ def main() -> None:
             warmups=args.warmups,
             pairs=args.pairs,
             seed=args.seed * 100 + k,
+            processes=s.processes if s.processes is not None else args.processes,
         )
         for k, s in enumerate(shapes)
     }
@@ -180,7 +214,9 @@ def main() -> None:
     runs_log = (args.out / "runs.jsonl").open("a")
     t0 = time.monotonic()
     print(f"{len(shapes)} shapes x {args.pairs} pairs, clients on cores {args.client_cpus}", flush=True)
-    with peer_client(args.engine_python, args.client_cpus, args.api_key, work / "vllm-bench.log") as client:
+    watch = ServerWatch(args.url, args.out / "server-metrics.jsonl", api_key=args.api_key)
+    peer = peer_client(args.engine_python, args.client_cpus, args.api_key, work / "vllm-bench.log")
+    with watch, peer as client:
         for i in range(args.pairs):
             if i and args.budget_s is not None and time.monotonic() - t0 > args.budget_s:
                 print(f"budget of {args.budget_s:.0f} s spent: stopping after {i} round(s)", flush=True)
@@ -193,7 +229,10 @@ def main() -> None:
                 pairs[s].append(pair)
                 for run in (pair.peer, pair.nova):
                     row = {"shape": asdict(s), "pair": i, "first": pair.first, "client": run.client}
-                    runs_log.write(json.dumps({**row, "seed": run.seed, **asdict(run.figures)}) + "\n")
+                    server = watch.run_stats(run.began, run.ended, s.concurrency)
+                    print(f"    server during {run.client}: {server_line(server)}", flush=True)
+                    row.update(seed=run.seed, began=run.began, ended=run.ended, **asdict(run.figures))
+                    runs_log.write(json.dumps({**row, **server}) + "\n")
                 runs_log.flush()
                 (args.out / "summary.json").write_text(json.dumps(summary(shapes, pairs), indent=2) + "\n")
     text = table(shapes, pairs)

@@ -431,6 +431,9 @@ class Run:
     load: HostLoad | None = None
     #: the client's own result: vllm bench serve's JSON, or nova's LevelResult as a dict
     raw: dict = field(default_factory=dict, repr=False, compare=False)
+    #: wall-clock (time.time()) start and end of the whole run, client start-up and warmup included
+    began: float = 0.0
+    ended: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -511,6 +514,7 @@ def run_pair(
     def one(who: str, seed: int) -> Run:
         cpu0 = client.cpu_s() if who == "peer" else _children_cpu_s()
         before = watch.snapshot() if watch else None
+        began = time.time()
         if who == "peer":
             raw = client.run(peer_args(plan, base_url, model, tokenizer, seed), 900.0)
             figures = peer_figures(raw)
@@ -520,7 +524,7 @@ def run_pair(
         after = watch.snapshot() if watch else None
         cpu = (client.cpu_s() if who == "peer" else _children_cpu_s()) - cpu0
         load = CoreWatch.load(before, after, cpu) if before and after else None
-        run = Run(who, seed, figures, load, raw)
+        run = Run(who, seed, figures, load, raw, began, time.time())
         if progress:
             print(f"  {describe(run)}", flush=True)
         return run
