@@ -17,7 +17,8 @@ Every run is also appended to ``runs.jsonl`` with all its figures.
 
 ``--shapes`` takes ``IN/OUT@CONCURRENCY:REQUESTS`` items separated by commas (default: the five
 shapes of the issue, ``DEFAULT_SHAPES``), each optionally ending in ``pN`` to run nova in N processes
-for that shape (``128/512@512:1024p1``: the same shape twice, once with ``p1``, compares the split);
+for that shape (``128/512@512:1024p1``: the same shape twice, once with ``p1``, compares the split)
+and in ``pre`` to let nova open its connections before the window (``128/512@512:1024p8pre``);
 ``--engine-python`` the interpreter that imports vLLM
 (default ``python3``, with vLLM on ``PYTHONPATH``); the API key comes from ``--api-key`` or
 ``NOVA_BENCH_API_KEY`` (none by default). The goal it reports against: medians within 3 % in output
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -64,22 +66,30 @@ class Shape:
     num_requests: int
     #: nova's client processes for this shape (``...:REQUESTSpN``); None: ``--processes``
     processes: int | None = None
+    #: nova opens its connections before the window (``...:REQUESTS[pN]pre``)
+    preconnect: bool = False
 
     @classmethod
     def parse(cls, text: str) -> Shape:
         try:
             lens, rest = text.strip().split("@")
-            conc, requests = rest.split(":")
-            requests, _, procs = requests.partition("p")
+            conc, tail = rest.split(":")
+            m = re.fullmatch(r"(\d+)(?:p(\d+))?(pre)?", tail)
+            if m is None:
+                raise ValueError(tail)
             inp, out = lens.split("/")
-            return cls(int(inp), int(out), int(conc), int(requests), int(procs) if procs else None)
+            procs = int(m.group(2)) if m.group(2) else None
+            return cls(int(inp), int(out), int(conc), int(m.group(1)), procs, bool(m.group(3)))
         except ValueError:
-            raise SystemExit(f"--shapes: {text!r} is not IN/OUT@CONCURRENCY:REQUESTS[pPROCESSES]") from None
+            raise SystemExit(
+                f"--shapes: {text!r} is not IN/OUT@CONCURRENCY:REQUESTS[pPROCESSES][pre]"
+            ) from None
 
     @property
     def label(self) -> str:
         procs = f" nova processes={self.processes}" if self.processes else ""
-        return f"{self.input_len}/{self.output_len} c={self.concurrency} n={self.num_requests}{procs}"
+        pre = " preconnect" if self.preconnect else ""
+        return f"{self.input_len}/{self.output_len} c={self.concurrency} n={self.num_requests}{procs}{pre}"
 
 
 def vocab_size(model_dir: Path) -> int:
@@ -108,6 +118,8 @@ def summary(shapes: list[Shape], pairs: dict[Shape, list[Pair]]) -> list[dict]:
         d = asdict(s)
         if d.pop("processes") is not None:
             d["nova_processes_forced"] = s.processes
+        if d.pop("preconnect"):
+            d["nova_preconnect"] = True
         return d
 
     return [{**head(s), "pairs": [pair_entry(p) for p in pairs[s]]} for s in shapes]
@@ -136,7 +148,8 @@ def table(shapes: list[Shape], pairs: dict[Shape, list[Pair]]) -> str:
         t, f, q = med["output_throughput"], med["ttft_p50_ms"], med["tpot_p50_ms"]
         lines.append(
             f"| {s.input_len}/{s.output_len}, c={s.concurrency}, {s.num_requests}"
-            f"{f' (nova p={s.processes})' if s.processes else ''} | {len(ps)} "
+            f"{f' (nova p={s.processes})' if s.processes else ''}{' (preconnect)' if s.preconnect else ''}"
+            f" | {len(ps)} "
             f"| {t[0]:.0f} | {t[1]:.0f} | {t[2]:+.1%} | {f[0]:.1f} / {f[1]:.1f} | {f[2]:+.1%} "
             f"| {q[0]:.2f} / {q[1]:.2f} | {q[2]:+.1%} | {max(shares):.0%}, {'/'.join(map(str, procs))}"
             f"{' CLIENT-BOUND' if bound else ''} | {'met' if ok else 'missed'} |"
@@ -207,6 +220,7 @@ def main() -> None:
             pairs=args.pairs,
             seed=args.seed * 100 + k,
             processes=s.processes if s.processes is not None else args.processes,
+            preconnect=s.preconnect,
         )
         for k, s in enumerate(shapes)
     }

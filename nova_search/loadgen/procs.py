@@ -55,8 +55,11 @@ CLIENT_BOUND_SHARE = 0.7
 #: a fifth of what one core parses (``benchmarks/client_overhead.py``), so a process stays far below
 #: the client-bound share
 CHUNKS_PER_PROCESS = 25_000
-#: requests in flight one process is planned for when no rate is known yet
-LANES_PER_PROCESS = 64
+#: requests in flight one process is planned for when no rate is known yet. Splitting is not free: on
+#: one H200 at 512 in flight (benchmarks/results/crosscheck-h200, "Split or not"), one process used 30 %
+#: of a core and loaded the server as vllm bench serve did, while 8 processes (the old 64 a process)
+#: read 4-6 % lower than vLLM's client in every pair; so a level is split for its rate, not its width
+LANES_PER_PROCESS = 512
 #: how far ahead of "now" the start time is set, so that every process has it before it comes
 GO_MARGIN_S = 0.05
 #: how long client processes get to start and finish their warmup, beyond the requests' own timeout

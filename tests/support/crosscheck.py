@@ -79,6 +79,8 @@ class CrossCheckPlan:
     prompt_format: str = "ids"
     #: the tokenizer folder nova needs for ``prompt_format="text"``
     tokenizer: str | None = None
+    #: nova opens every connection before the window (its default outside the cross-check)
+    preconnect: bool = False
 
 
 @dataclass(frozen=True)
@@ -334,7 +336,7 @@ def nova_argv(plan: CrossCheckPlan, base_url: str, model: str, seed: int) -> lis
         "--processes",
         str(plan.processes) if plan.processes is not None else "auto",
         # connections as vLLM's client has them: those its warmup opened, the rest opened in the window
-        "--no-preconnect",
+        "--preconnect" if plan.preconnect else "--no-preconnect",
         "--prompt-format",
         plan.prompt_format,
         *(["--tokenizer", plan.tokenizer] if plan.tokenizer else []),
