@@ -3,7 +3,7 @@
 Optuna owns its tables (``studies``, ``trials``, ...) and its ``alembic_version``; nothing here
 references them by foreign key, so Optuna's schema and migrations stay untouched. The columns are
 written out (not generated at import time) so alembic autogenerate sees exactly what the migrations
-create; ``tests/unit/test_db_sqlite.py`` checks they still cover every name in ``METRIC_NAMES``.
+create; ``tests/integration/test_db.py`` checks they still cover every name in ``METRIC_NAMES``.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from nova_search.db import mask, open_storage, storage_errors, study_names
+from nova_search.db import open_storage, storage_error, storage_errors, study_names
 from nova_search.errors import NovaError, SpecError, StorageError
 from nova_search.objectives import Objective
 from nova_search.report.data import acceptance_table, throughput_table, trial_curves
@@ -464,13 +464,8 @@ def open_dashboard(
     try:
         storage = open_storage(storage_url, read_only=True)
         study_names(storage, storage_url)  # fails now, not on the first page load
-    except StorageError as e:
-        raise StorageError(f"--storage: {e}") from None
-    except Exception as e:  # noqa: BLE001 - the driver's message can echo the URL: its kind only
-        raise StorageError(
-            f"--storage: cannot read {mask(storage_url)}: {type(e).__name__} "
-            "(is it an Optuna storage, the server up?)"
-        ) from None
+    except Exception as e:  # noqa: BLE001 - storage_error keeps a driver's kind, never its message
+        raise StorageError(f"--storage: {storage_error(storage_url, 'read', e)}") from None
     folder: Path | None
     if artifacts_dir is None:
         folder = Path(DEFAULT_ARTIFACTS_DIR) if Path(DEFAULT_ARTIFACTS_DIR).is_dir() else None

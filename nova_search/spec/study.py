@@ -14,7 +14,7 @@ from pydantic import (
 from nova_search.errors import SpecError
 from nova_search.metrics import METRIC_NAMES
 from nova_search.objectives import Condition, make_condition, parse_condition
-from nova_search.spec._base import StrictModel
+from nova_search.spec._base import SPEC_METHODS, StrictModel
 from nova_search.spec.engine import EngineDefaults, EngineSpec, ModelSpec
 from nova_search.spec.space import SpaceSpec
 from nova_search.spec.workload import SweepSpec, WorkloadSpec
@@ -211,9 +211,9 @@ class StudySpec(StrictModel):
                 "(the knobs of your tuned launch) or use stages (tune, speculative)"
             )
         if "speculative" in self.stages and not any(m != "none" for m in self.space.speculative.methods()):
+            drafters = ", ".join(m for m in SPEC_METHODS if m != "none")
             raise ValueError(
-                "stages: the speculative stage needs space.speculative.method to list a drafter "
-                "(ngram, eagle, eagle3, dflash, draft_model, mtp or suffix)"
+                f"stages: the speculative stage needs space.speculative.method to list a drafter ({drafters})"
             )
         extra = sorted(set(self.budget.per_stage) - set(self.stages))
         if extra:

@@ -140,11 +140,15 @@ def test_percentiles_match_numpy() -> None:
     itls = np.array([x for r in records for x in r.itls()]) * 1000
     for name, arr in (("ttft", ttfts), ("e2e", e2es), ("tpot", tpots), ("itl", itls)):
         assert getattr(res, f"{name}_mean_ms") == pytest.approx(arr.mean())
-        for q in (50, 90, 99):
+        for q in (50, 90, 95, 99):
             assert getattr(res, f"{name}_p{q}_ms") == pytest.approx(np.percentile(arr, q)), (
                 name,
                 q,
             )
+        # population std, as numpy's default and vllm bench serve's np.std
+        assert getattr(res, f"{name}_std_ms") == pytest.approx(arr.std())
+        assert getattr(res, f"{name}_min_ms") == pytest.approx(arr.min())
+        assert getattr(res, f"{name}_max_ms") == pytest.approx(arr.max())
     assert len(itls) == 50 * 5
     assert res.ttft_p99_ms >= res.ttft_p90_ms >= res.ttft_p50_ms  # type: ignore[operator]
 

@@ -592,3 +592,15 @@ def test_cli_run_bad_spec_writes_nothing(tmp_path: Path, tiny_raw: dict[str, Any
     assert "sweep" in result.output and "exactly one of requests or duration_s" in result.output
     assert not db.exists()
     assert sorted(x.name for x in tmp_path.iterdir()) == ["spec.yaml"]
+
+
+def test_the_method_field_documents_every_drafter_method() -> None:
+    """The ``#:`` comment of space.speculative.method (shown in the README's spec reference) is
+    written by hand: it must list SPEC_METHODS, in order, so a new method cannot go undocumented."""
+    import nova_search.spec.space as space_module
+    from nova_search.spec import SPEC_METHODS
+
+    source = Path(space_module.__file__).read_text()
+    (line,) = [ln for ln in source.splitlines() if ln.strip().startswith("#: the drafter:")]
+    listed = line.split("#: the drafter:", 1)[1].split("(", 1)[0]
+    assert [m.strip() for m in listed.split(",")] == list(SPEC_METHODS)
