@@ -56,9 +56,9 @@ CLIENT_BOUND_SHARE = 0.7
 #: the client-bound share
 CHUNKS_PER_PROCESS = 25_000
 #: requests in flight one process is planned for when no rate is known yet. Splitting is not free: on
-#: one H200 at 512 in flight (benchmarks/results/crosscheck-h200, "Split or not"), one process used 30 %
-#: of a core and loaded the server as vllm bench serve did, while 8 processes (the old 64 a process)
-#: read 4-6 % lower than vLLM's client in every pair; so a level is split for its rate, not its width
+#: one H200 at 512 in flight (benchmarks/results/crosscheck-h200, "Split or not"), 8 processes (the old
+#: 64 a process) read lower than vLLM's client in all 4 pairs, both orders; one process, at 30 % of a
+#: core, went both ways. A level is split for its rate, not its width
 LANES_PER_PROCESS = 512
 #: how far ahead of "now" the start time is set, so that every process has it before it comes
 GO_MARGIN_S = 0.05
