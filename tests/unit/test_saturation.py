@@ -8,23 +8,12 @@ import pytest
 
 from nova_search.analysis import Saturation, find_saturation
 from nova_search.metrics import LevelResult
+from tests.support.builders import level
 
 
 def lv(concurrency: int, throughput: float, **engine: Any) -> LevelResult:
-    return LevelResult(
-        concurrency=concurrency,
-        requests=50,
-        completed=50,
-        errors=0,
-        error_rate=0.0,
-        duration_s=10.0,
-        input_tokens=5000,
-        output_tokens=int(throughput * 10),
-        output_throughput=throughput,
-        total_token_throughput=throughput * 1.5,
-        request_throughput=5.0,
-        **engine,
-    )
+    """The shared builder's level; saturation reads its throughput and the engine's signals only."""
+    return level(concurrency, throughput, ttft_p99=None, **engine)
 
 
 QUIET = {"kv_cache_usage_peak": 0.4, "num_waiting_mean": 0.0, "preemptions": 0.0}
