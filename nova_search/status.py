@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from nova_search.results.cost import GpuTime, gpu_time
 from nova_search.results.records import StudyResults, TrialResult
 from nova_search.results.select import best_trials, tuned_baseline
 
@@ -60,6 +61,8 @@ class StudyStatus:
     #: the tuned baseline's key (``results.select.tuned_baseline``)
     tuned: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: where the study's GPU time went (``results.cost``)
+    gpu_time: GpuTime = field(default_factory=GpuTime)
 
     @property
     def remaining(self) -> int | None:
@@ -159,6 +162,7 @@ def study_status(
         eta_note=eta_note,
         tuned=tuned.key if tuned else None,
         notes=tuple(notes),
+        gpu_time=gpu_time(results),
     )
 
 
@@ -194,5 +198,6 @@ def status_lines(st: StudyStatus, now: datetime | None = None) -> list[str]:
         lines.append("best so far: no feasible COMPLETE trial yet")
     lines.append(f"tuned baseline: trial {st.tuned}" if st.tuned else "tuned baseline: none yet")
     lines.append(f"ETA: {format_duration(st.eta_s)} ({st.eta_note})")
+    lines.append(st.gpu_time.text())
     lines.extend(f"note: {n}" for n in st.notes)
     return lines

@@ -40,6 +40,7 @@ from nova_search.objectives import Objective
 from nova_search.report.data import acceptance_table, throughput_table, trial_curves
 from nova_search.report.figures import Series, acceptance_series, line_figure, panel_figure
 from nova_search.report.markdown import table as md_table
+from nova_search.results.cost import gpu_time
 from nova_search.results.load import read_results, results_of
 from nova_search.results.records import StudyResults, TrialResult, trial_key
 from nova_search.results.select import best_trials, objective_of, ranked, stock_trial, tuned_baseline
@@ -197,7 +198,7 @@ def study_note_markdown(results: StudyResults, policy_markdown: str | None = Non
         f"{len(results.trials)} trials: "
         + (", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none yet")
         + budget
-        + f"  \n**objectives:** {objectives}",
+        + f"  \n**objectives:** {objectives}  \n**{gpu_time(results).text()}**",
     ]
 
     stock, tuned = stock_trial(results), tuned_baseline(results)

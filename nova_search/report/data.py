@@ -24,6 +24,7 @@ from nova_search.analysis.verdict import LevelGain, Verdict, better_gain, pct_ch
 from nova_search.metrics import LevelResult
 from nova_search.objectives import Objective
 from nova_search.report.search import HypervolumePoint, Importance, hypervolume_history, param_importances
+from nova_search.results.cost import GpuTime, gpu_time
 from nova_search.results.records import StudyResults, TrialResult
 from nova_search.results.select import ranked_plain, stock_trial, tuned_baseline
 from nova_search.results.verdict import verdict_of
@@ -148,6 +149,8 @@ class ReportData:
     verdict: Verdict | None = None
     #: stock vs tuned vs the best speculative candidate, per concurrency
     speculative: tuple[SpeculativeRow, ...] = ()
+    #: where the study's GPU time went (results.cost)
+    gpu_time: GpuTime = field(default_factory=GpuTime)
 
 
 @dataclass(frozen=True)
@@ -412,4 +415,5 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
         gpu_hour_usd=gpu_hour_usd,
         trials=tuple(trial_rows(results)),
         notes=tuple(notes),
+        gpu_time=gpu_time(results),
     )

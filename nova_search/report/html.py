@@ -334,6 +334,14 @@ def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
         )
     sections.append(_section("Cost per 1M output tokens", parts))
 
+    g = data.gpu_time
+    parts = [f"<p>{html.escape(g.text())}</p>"]
+    if g.total > 0:
+        names = {"windows": "inside measurement windows", "boot": "booting", "failed_boot": "failed boots"}
+        rows = [[names.get(p, "other"), round(s, 1), f"{g.share(p):.0%}"] for p, s in g.seconds().items()]
+        parts.append(table(["where", f"{g.unit}-seconds", "share"], rows, "gpu-time"))
+    sections.append(_section(f"Search cost: where the {g.label} went", parts))
+
     parts = []
     if data.pareto:
         names = [o.name for o in data.objectives]

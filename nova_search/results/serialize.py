@@ -2,7 +2,8 @@
 
 ``study_dict`` carries ``schema_version`` (``DUMP_SCHEMA_VERSION``): a consumer checks it before it
 reads. Version 2 added ``schema_version``, trial ``key``/``stage``/``study``, ``worker`` as
-``{host, gpus}`` and ``client_bound_levels``; version 1 (before) had none of these.
+``{host, gpus}`` and ``client_bound_levels``; version 1 (before) had none of these. ``gpu_time_s``
+(``results.cost``: windows, boot, failed_boot, other) was added within version 2: a new key only.
 
 The CSV has one row per trial and measured level: the trial's identity, state, role and configuration
 knobs, then the level's concurrency and every ``LevelResult`` metric of it (``metrics.METRIC_NAMES``).
@@ -21,6 +22,7 @@ from typing import Any
 from nova_search.engine.config import KNOBS
 from nova_search.metrics import METRIC_NAMES
 from nova_search.objectives import Objective
+from nova_search.results.cost import gpu_time
 from nova_search.results.records import StudyResults, TrialResult
 
 DUMP_SCHEMA_VERSION = 2
@@ -82,6 +84,7 @@ def study_dict(results: StudyResults) -> dict[str, Any]:
         "budget": results.budget,
         "budget_used": results.budget_used,
         "pareto": list(results.front_keys),
+        "gpu_time_s": gpu_time(results).seconds(),
         "spec": results.spec,
         "trials": trials,
     }

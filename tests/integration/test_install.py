@@ -5,6 +5,7 @@ and from a folder that is not the checkout run ``db upgrade``, ``create`` and a 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,6 @@ def test_create_and_a_real_one_trial_study_from_the_installed_package(
     assert "COMPLETE" in out.stdout
     status = run([nova, "status", "installed", "--storage", url], cwd=tmp_path)
     assert "COMPLETE 1" in status.stdout and "tuned baseline: trial 0" in status.stdout
+    # the real engine's timing: a boot, and measurement windows, on vLLM's CPU build (engine time)
+    cost = re.search(r"engine time: (\d+) s .*: windows (\d+)%, boots (\d+)%", status.stdout)
+    assert cost is not None and int(cost[1]) > 0 and int(cost[2]) > 0 and int(cost[3]) > 0, status.stdout

@@ -1,0 +1,96 @@
+"""Where a study's GPU time went: inside measurement windows, booting servers, booting servers that
+never came up, and the rest (reference outputs, warmups, pauses between windows, teardown).
+
+Each launched trial stores ``schema.TIMING``: ``boot_s`` (launch to healthy; absent when the server
+never came up), ``measure_s`` (the sum of its measurement windows) and ``total_s`` (launch to
+teardown). A trial's seconds count once per GPU its server held (``EngineConfig.gpus``: tensor
+parallel size). A trial pruned before launch holds no GPU and counts nothing. For a study on vLLM's
+CPU build (``engine.device: cpu``) the same split is called engine time; ``GpuTime.label`` says which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nova_search.results.records import StudyResults, TrialResult
+
+PARTS = ("windows", "boot", "failed_boot", "other")
+_NAMES = {"windows": "windows", "boot": "boots", "failed_boot": "failed boots", "other": "other"}
+
+
+@dataclass(frozen=True)
+class GpuTime:
+    """GPU-seconds by part, and the trials kept on the Pareto front."""
+
+    windows: float = 0.0
+    boot: float = 0.0
+    failed_boot: float = 0.0
+    other: float = 0.0
+    #: COMPLETE feasible trials on the Pareto front
+    front_trials: int = 0
+    #: "GPU time", or "engine time" for a study whose spec runs vLLM's CPU build (engine.device: cpu)
+    label: str = "GPU time"
+
+    @property
+    def total(self) -> float:
+        return self.windows + self.boot + self.failed_boot + self.other
+
+    def seconds(self) -> dict[str, float]:
+        """``{"windows": s, "boot": s, "failed_boot": s, "other": s}`` (a summary.json's gpu_time_s)."""
+        return {p: getattr(self, p) for p in PARTS}
+
+    def share(self, part: str) -> float:
+        return getattr(self, part) / self.total if self.total > 0 else 0.0
+
+    @property
+    def hours_per_front_trial(self) -> float | None:
+        """GPU-hours the study spent for each trial it keeps on the front."""
+        return self.total / 3600.0 / self.front_trials if self.front_trials else None
+
+    def text(self) -> str:
+        """One line: the total, each part's share, and GPU-hours per trial on the front."""
+        if self.total <= 0:
+            return f"{self.label}: nothing launched yet"
+        parts = ", ".join(f"{_NAMES[p]} {self.share(p):.0%}" for p in PARTS)
+        per = self.hours_per_front_trial
+        front = (
+            f"; {per:.3g} {self.unit}-h per trial on the front ({self.front_trials})"
+            if per is not None
+            else "; no trial on the front yet"
+        )
+        return f"{self.label}: {self.total:.0f} s ({self.total / 3600:.3g} {self.unit}-h): {parts}{front}"
+
+    @property
+    def unit(self) -> str:
+        return "GPU" if self.label == "GPU time" else "engine"
+
+
+def trial_gpu_time(t: TrialResult) -> dict[str, float]:
+    """One trial's GPU-seconds by part (all zero when it never launched)."""
+    total = t.timing.get("total_s", 0.0)
+    out = dict.fromkeys(PARTS, 0.0)
+    if total <= 0:
+        return out
+    gpus = t.config.gpus if t.config is not None else 1
+    if "boot_s" not in t.timing:
+        out["failed_boot"] = total * gpus
+        return out
+    boot = min(t.timing["boot_s"], total)
+    windows = min(t.timing.get("measure_s", 0.0), total - boot)
+    out.update(windows=windows * gpus, boot=boot * gpus, other=(total - boot - windows) * gpus)
+    return out
+
+
+def gpu_time(results: StudyResults) -> GpuTime:
+    """The study's GPU time, every stage together, and the trials it keeps on the front."""
+    sums = dict.fromkeys(PARTS, 0.0)
+    for t in results.trials:
+        for part, s in trial_gpu_time(t).items():
+            sums[part] += s
+    engine = (results.spec or {}).get("engine") if isinstance(results.spec, dict) else None
+    on_gpu = not (isinstance(engine, dict) and engine.get("device") == "cpu")  # the spec's default: cuda
+    return GpuTime(
+        **sums,
+        front_trials=len(results.pareto()),
+        label="GPU time" if on_gpu else "engine time",
+    )

@@ -1,0 +1,66 @@
+"""Where a study's GPU time went (results.cost), and every reader that shows it."""
+
+from __future__ import annotations
+
+import pytest
+
+from nova_search.report.dashboard import study_note_markdown
+from nova_search.report.data import build_report_data
+from nova_search.report.html import render_html
+from nova_search.results.cost import gpu_time, trial_gpu_time
+from nova_search.results.serialize import study_dict
+from nova_search.status import status_lines, study_status
+from tests.support.builders import level, study, trial
+
+
+def launched(number: int, boot: float, windows: float, total: float, tp: int = 1, tok_s: float = 100.0):
+    return trial(
+        number,
+        [level(1, tok_s)],
+        config={"max_num_seqs": 8 * (number + 1), "tensor_parallel_size": tp},
+        timing={"boot_s": boot, "measure_s": windows, "total_s": total},
+    )
+
+
+def test_each_trial_counts_its_windows_boot_and_the_rest_once_per_gpu() -> None:
+    assert trial_gpu_time(launched(0, 80.0, 30.0, 120.0)) == {
+        "windows": 30.0,
+        "boot": 80.0,
+        "failed_boot": 0.0,
+        "other": pytest.approx(10.0),
+    }
+    # a tensor-parallel server holds two GPUs for every second
+    assert trial_gpu_time(launched(1, 80.0, 30.0, 120.0, tp=2))["boot"] == 160.0
+    # the server never came up: no boot_s, all of it a failed boot
+    failed = trial(2, state="FAIL", timing={"total_s": 95.0})
+    assert trial_gpu_time(failed) == {"windows": 0.0, "boot": 0.0, "failed_boot": 95.0, "other": 0.0}
+    # pruned before launch: held no GPU
+    assert set(trial_gpu_time(trial(3, state="PRUNED")).values()) == {0.0}
+
+
+def test_the_study_split_and_the_gpu_hours_per_trial_on_the_front() -> None:
+    s = study(
+        launched(0, 80.0, 30.0, 120.0, tok_s=100.0),
+        launched(1, 60.0, 30.0, 100.0, tok_s=200.0),
+        trial(2, state="FAIL", timing={"total_s": 40.0}),
+        trial(3, state="PRUNED"),
+        spec={"budget": {"n_trials": 4}, "engine": {"device": "cuda"}},
+    )
+    g = gpu_time(s)
+    assert g.seconds() == {"windows": 60.0, "boot": 140.0, "failed_boot": 40.0, "other": pytest.approx(20.0)}
+    assert g.total == pytest.approx(260.0) and g.share("windows") == pytest.approx(60 / 260)
+    assert g.front_trials == len(s.pareto()) >= 1
+    assert g.hours_per_front_trial == pytest.approx(260 / 3600 / g.front_trials)
+    assert g.text().startswith("GPU time: 260 s (0.0722 GPU-h): windows 23%, boots 54%, failed boots 15%")
+    assert gpu_time(study(spec={"engine": {"device": "cpu"}})).text() == "engine time: nothing launched yet"
+
+
+def test_status_report_dashboard_note_and_dump_show_it() -> None:
+    s = study(launched(0, 80.0, 30.0, 120.0), trial(1, state="FAIL", timing={"total_s": 40.0}))
+    line = gpu_time(s).text()
+    assert line.startswith("GPU time: 160 s")
+    assert line in status_lines(study_status(s))
+    assert line in study_note_markdown(s)
+    page = render_html(build_report_data(s))
+    assert "Search cost: where the GPU time went" in page and "failed boots" in page
+    assert study_dict(s)["gpu_time_s"] == {"windows": 30.0, "boot": 80.0, "failed_boot": 40.0, "other": 10.0}
