@@ -149,7 +149,7 @@ def best_cmd(
 
     import yaml
 
-    from nova_search.results.select import best_trials
+    from nova_search.results.select import best_trials, tuned_baseline
     from nova_search.results.serialize import dumps_json, trial_dict
 
     guard(lambda: choice("--format", fmt, BEST_FORMATS))
@@ -167,6 +167,13 @@ def best_cmd(
         err_console.print(
             f"[yellow]warning:[/] trial {t.key} was client-bound at concurrency "
             f"{', '.join(map(str, t.client_bound_levels))}: the load generator may have set those figures"
+        )
+    tuned = tuned_baseline(results)
+    if tuned is not None and found[0].key != tuned.key:
+        # the top of a ranking is not what to deploy: say where that answer is (stderr, not the data)
+        err_console.print(
+            f"note: this ranks trials; what to deploy is the policy's answer (tuned baseline: trial "
+            f"{tuned.key}): nova-search policy {study} / nova-search export {study}"
         )
     if fmt == "argv":
         emit(shlex.join(found[0].deployable_argv))

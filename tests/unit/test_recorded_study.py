@@ -55,6 +55,10 @@ def test_status_policy_export_and_report_name_one_tuned_trial(storage: str, tmp_
     """The user-path finding: `best`/`export` once picked trial 5 (n-gram) while `policy` and the
     report picked trial 8 and called speculation rejected, on one window a level. Now every reader
     names trial 8 as the tuned configuration, and n-gram is 'not enough evidence', never rejected."""
+    best = nova("best", STUDY, "--storage", storage, "--format", "argv")  # the front's top: n-gram, trial 5
+    assert best.returncode == 0 and "ngram" in best.stdout
+    assert "what to deploy is the policy's answer (tuned baseline: trial 8)" in " ".join(best.stderr.split())
+
     status = nova_ok("status", STUDY, "--storage", storage)
     assert "tuned baseline: trial 8" in status
     # the split issue 14 measured by hand on this study (benchmarks/h200/summarize.py): 25 % windows
