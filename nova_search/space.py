@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nova_search.engine.config import SPACE_KNOBS, EngineConfig, SpeculativeConfig
+from nova_search.engine.memory import ModelShape, estimate
 from nova_search.spec import (
     BoolChoices,
     FloatChoices,
@@ -49,6 +50,21 @@ class Facts:
     #: optional packages found in the engine's environment (ENGINE_PACKAGES); None: not known (an
     #: engine.command launcher, whose environment nova cannot look into), so no rule relies on it
     engine_packages: frozenset[str] | None = None
+    #: the model's shape for the memory estimate (engine.memory); None: not one nova can size
+    model_shape: ModelShape | None = None
+    #: memory of one of the worker's GPUs (bytes); None: not known (no nvidia-smi, or the CPU build)
+    device_memory_bytes: int | None = None
+
+
+def _gpu_memory(gpus: tuple[int, ...]) -> int | None:
+    argv = ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"]
+    if gpus:
+        argv += ["-i", str(gpus[0])]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=True).stdout
+        return int(float(out.strip().splitlines()[0]) * 1024 * 1024)  # MiB
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
 
 
 def _gpu_name(gpus: tuple[int, ...]) -> str | None:
@@ -94,13 +110,15 @@ def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
     except OSError:
         pass
     device_name = _gpu_name(gpus) if spec.engine.device == "cuda" else cpu_name
-    max_len, has_mtp = None, False
+    max_len, has_mtp, shape = None, False, None
     try:
         cfg = json.loads((Path(spec.model.path) / "config.json").read_text())
         max_len = cfg.get("max_position_embeddings")
         has_mtp = bool(cfg.get("num_nextn_predict_layers") or cfg.get("mtp_num_hidden_layers"))
+        shape = ModelShape.of(cfg) if isinstance(cfg, dict) else None
     except (OSError, ValueError):
         pass
+    on_gpu = spec.engine.device == "cuda"
     return Facts(
         device=spec.engine.device,
         cpu_flags=flags,
@@ -108,6 +126,8 @@ def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
         model_has_mtp=has_mtp,
         device_name=device_name,
         engine_packages=engine_packages(spec.engine.resolved_python()),
+        model_shape=shape if on_gpu else None,
+        device_memory_bytes=_gpu_memory(gpus) if on_gpu else None,
     )
 
 
@@ -176,6 +196,21 @@ def _suffix_needs_arctic(c: EngineConfig, f: Facts) -> str | None:
     return None
 
 
+def _memory_fits(c: EngineConfig, f: Facts) -> str | None:
+    max_len = _effective_max_len(c, f)
+    if f.model_shape is None or not f.device_memory_bytes or not max_len or c.gpu_memory_utilization is None:
+        return None
+    est = estimate(
+        f.model_shape,
+        f.device_memory_bytes,
+        utilization=c.gpu_memory_utilization,
+        kv_cache_dtype=c.kv_cache_dtype,
+        max_model_len=max_len,
+        tp=c.gpus,
+    )
+    return est.reason()
+
+
 RULES: tuple[Rule, ...] = (
     Rule("chunked_prefill_budget", _chunked_prefill_budget),
     Rule("fp8_kv_cache_on_cpu", _fp8_kv_on_cpu),
@@ -183,6 +218,7 @@ RULES: tuple[Rule, ...] = (
     Rule("mtp_needs_heads", _mtp_needs_heads),
     Rule("dflash_triton_backend", _dflash_backend),
     Rule("suffix_needs_arctic_inference", _suffix_needs_arctic),
+    Rule("memory_estimate", _memory_fits),
 )
 
 
