@@ -4,9 +4,10 @@ Optuna records heartbeats only inside ``study.optimize``; this loop runs its own
 can hold the budget lock (``db.StorageLock``) around "count, then ask". It covers what optimize would:
 
 - a heartbeat thread per running trial (``Heartbeat``), started at once after the ask;
-- stale trials of dead workers fail and are re-queued once (``fail_stale_trials``), and so is a
-  trial that was asked but never heartbeated (a worker that died in between, or an ask whose answer
-  was lost and retried): ``fail_orphans`` fails it after the grace period;
+- stale trials of dead workers fail and are re-queued once (``fail_stale_trials``); a trial that was
+  asked but never heartbeated (a worker that died in between, or an ask whose answer was lost and
+  retried) is failed by ``fail_orphans`` after the grace period and re-queued every time, since it
+  never ran; the ask and its first heartbeat are retried apart, so a lost heartbeat never asks again;
 - every storage call is retried through a database restart (``db.retrying``): start-up, ask, the
   sampler's suggest calls, attributes, heartbeats, tell;
 - once the budget is used up, a worker stays while trials still run anywhere: one may belong to a
@@ -294,7 +295,6 @@ def fail_orphans(study: optuna.Study, storage: RDBStorage) -> list[int]:
     )
     with storage.engine.connect() as conn:
         beating = {int(r[0]) for r in conn.execute(query, {"ids": list(old)})}
-    callback = storage.get_heartbeat_stale_trial_callback()
     failed = []
     for trial_id, t in old.items():
         if trial_id in beating:
@@ -302,18 +302,48 @@ def fail_orphans(study: optuna.Study, storage: RDBStorage) -> list[int]:
         if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
             failed.append(t.number)
             log.warning("trial %s was asked but never heartbeated: failed after %s s", t.number, grace)
-            if callback is not None:
-                callback(study, copy.deepcopy(storage.get_trial(trial_id)))
+            requeue_orphan(study, storage.get_trial(trial_id))
     return failed
 
 
-def _ask_within_budget(study: optuna.Study, lock: StorageLock, budget: int) -> optuna.Trial | None:
-    """Count, then ask, under the lock; the trial's first heartbeat is recorded at once."""
+def requeue_orphan(study: optuna.Study, t: FrozenTrial) -> None:
+    """Queue an orphan's trial again (its params, if it was a retry, and its attributes), marked as its
+    retry so that the orphan does not count toward the budget. Unlike a stale trial (re-queued once),
+    an orphan is re-queued every time: it never ran (no heartbeat: no server, no measurement), so a
+    retry that is orphaned again by another lost answer is not a trial the budget loses."""
+    attrs: dict[str, object] = {**copy.deepcopy(t.system_attrs)}
+    history = attrs.get("retry_history")
+    attrs["retry_history"] = [*(history if isinstance(history, list) else []), t.number]
+    attrs[schema.RETRY_OF] = t.number
+    study.add_trial(
+        optuna.create_trial(
+            state=TrialState.WAITING,
+            params=t.params,
+            distributions=t.distributions,
+            user_attrs=t.user_attrs,
+            system_attrs=attrs,
+        )
+    )
+
+
+def _ask_locked(study: optuna.Study, lock: StorageLock, budget: int) -> optuna.Trial | None:
+    """Count, then ask, under the lock."""
     with lock:
         if count_toward_budget(study.get_trials(deepcopy=False)) >= budget:
             return None
-        trial = study.ask()
-    rdb_storage(study).record_heartbeat(trial._trial_id)
+        return study.ask()
+
+
+def _ask_within_budget(
+    study: optuna.Study, lock: StorageLock, budget: int, window: float = 0.0
+) -> optuna.Trial | None:
+    """Count, then ask, under the lock; the trial's first heartbeat is recorded at once. Each is
+    retried on its own (for ``window`` seconds): a heartbeat write cut by the network must not ask
+    again and leave the first trial an orphan."""
+    trial = retrying(lambda: _ask_locked(study, lock, budget), window, "ask for a trial in")
+    if trial is not None:
+        storage = rdb_storage(study)
+        retrying(lambda: storage.record_heartbeat(trial._trial_id), window, "record a heartbeat in")
     return trial
 
 
@@ -340,7 +370,7 @@ def _run_slot(
             counter[0] += 1
         retrying(lambda: fail_stale_trials(study), window, "check for stale trials in")
         retrying(lambda: fail_orphans(study, storage), window, "check for orphaned trials in")
-        trial = retrying(lambda: _ask_within_budget(study, lock, budget), window, "ask for a trial in")
+        trial = _ask_within_budget(study, lock, budget, window)
         if trial is None:
             with counter_lock:
                 counter[0] -= 1

@@ -85,6 +85,8 @@ class Outcome:
     internal: list[tuple[int, str]]
     budget_used: int
     total: int
+    #: every FAIL trial: (number, reason, message), so a failed assertion says what failed
+    failed: list[tuple[int, str, str]] = field(default_factory=list)
 
     @property
     def running(self) -> int:
@@ -99,7 +101,16 @@ def outcome(url: str, study_name: str) -> Outcome:
         for t in trials
         if t.user_attrs.get(schema.REASON.key) == "internal"
     ]
-    return Outcome(dict(states), internal, count_toward_budget(trials), len(trials))
+    failed = [
+        (
+            t.number,
+            t.user_attrs.get(schema.REASON.key, ""),
+            str(t.user_attrs.get(schema.MESSAGE.key, ""))[:300],
+        )
+        for t in trials
+        if t.state == TrialState.FAIL
+    ]
+    return Outcome(dict(states), internal, count_toward_budget(trials), len(trials), failed)
 
 
 def finished(url: str, study_name: str, budget: int) -> bool:

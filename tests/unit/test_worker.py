@@ -223,3 +223,23 @@ def test_workers_in_threads_share_one_budget(url, monkeypatch, tmp_path):
     for t in threads:
         t.join()
     assert sum(ran) == 6 and len(study.get_trials()) == 6
+
+
+def test_an_orphaned_retry_is_queued_again_and_the_budget_stays_exact(url):
+    """A storm can lose the answer to an ask twice for one configuration: the orphan's retry is itself
+    orphaned. Stale trials are re-queued once; an orphan never ran, so it is re-queued every time and
+    neither orphan counts toward the budget (a CI storm once ended 7 COMPLETE of a budget of 8)."""
+    study, spec = make(url, 2)
+    storage = worker.rdb_storage(study)
+    first = study.ask()
+    worker.requeue_orphan(study, storage.get_trial(first._trial_id))
+    storage.set_trial_state_values(first._trial_id, state=TrialState.FAIL)
+    retry = study.ask()  # pops the WAITING retry
+    assert storage.get_trial(retry._trial_id).system_attrs[schema.RETRY_OF] == first.number
+    worker.requeue_orphan(study, storage.get_trial(retry._trial_id))  # orphaned again
+    storage.set_trial_state_values(retry._trial_id, state=TrialState.FAIL)
+    trials = study.get_trials()
+    (again,) = [t for t in trials if t.state == TrialState.WAITING]
+    assert again.system_attrs[schema.RETRY_OF] == retry.number
+    assert again.system_attrs["retry_history"] == [first.number, retry.number]
+    assert count_toward_budget(trials) == 0  # both orphans replaced, the retry still waiting
