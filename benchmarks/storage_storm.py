@@ -70,6 +70,8 @@ def main() -> None:
         f"{storm.killed} backends terminated over {min(storm_s, args.for_s):.0f} s"
     )
     print(f"worker: exit {proc.returncode} after {wall:.0f} s; {retries} retry warnings")
+    if proc.returncode != 0:
+        print("worker output (end):\n" + out[-3000:])
     print(
         f"trials: {result.total} in all, {result.budget_used} toward the budget of {args.trials}; "
         f"states {result.states}"

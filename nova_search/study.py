@@ -147,7 +147,12 @@ def load(
         raise StorageError(f"study {name!r} was not created by nova-search (no {schema.SPEC.key} attribute)")
     spec = parse_spec(raw, f"study {name} spec")
     with storage_errors(storage_url, f"load study {name!r} from"):
-        study = optuna.load_study(study_name=name, storage=storage, sampler=make_sampler(spec))
+        study = retrying(
+            lambda: optuna.load_study(study_name=name, storage=storage, sampler=make_sampler(spec)),
+            window,
+            f"load study {name!r} from",
+            url=storage_url,
+        )
     return study, spec
 
 

@@ -98,7 +98,7 @@ def run_stages(study_name: str, storage_url: str, opts: WorkerOptions) -> tuple[
     plan = retrying(lambda: stage_plan(storage, storage_url, study_name), window, "read the studies in")
     opts = opts.with_deadline()
     study, spec = load(plan[0][1], storage_url, storage)
-    parent = schema.PARENT.read(study.user_attrs) or study_name
+    parent = schema.PARENT.read(retrying(lambda: study.user_attrs, window, "read the study in")) or study_name
     ran = 0
     for i, (stage, _name) in enumerate(plan):
         if i > 0:
@@ -187,7 +187,7 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     store = LevelStore(storage.url, retry_window_s=opts.storage_retry_s)
     retrying(store.check_ready, opts.storage_retry_s, "check nova's tables in")
     facts = host_facts(spec, opts.gpus)
-    attrs = study.user_attrs
+    attrs = retrying(lambda: study.user_attrs, opts.storage_retry_s, "read the study in")
     tuned = schema.BASE.read(attrs)
     artifacts_root = Path(opts.artifacts_dir or spec.artifacts_dir)
     base = TrialContext(

@@ -58,13 +58,14 @@ class LevelStore:
     # --- checks ---
 
     def check_ready(self) -> None:
-        """Fail fast (one attempt, no retry window) when nova's tables are missing or outdated."""
+        """Fail when nova's tables are missing or outdated. A cut connection raises a transient
+        StorageError, which the caller's ``retrying`` retries (a worker started in a storm)."""
         try:
             with self._engine.connect() as conn:
                 has_table = inspect(conn).has_table(TABLE.name)
                 revision = _current_revision(conn) if has_table else None
         except SQLAlchemyError as e:
-            raise StorageError(f"cannot reach storage {self._masked}: {type(e).__name__}") from None
+            raise storage_error(self.url, "reach", e) from None
         if not has_table:
             raise self._missing()
         head = head_revision()

@@ -473,3 +473,13 @@ def test_plain_alembic_cli_with_x_url_and_env(tmp_path) -> None:
     assert HEAD in out.stdout
     no_url = subprocess.run([*alembic_cli, "current"], cwd=REPO, env=env, capture_output=True, text=True)
     assert no_url.returncode != 0 and "no database URL" in no_url.stderr
+
+
+@pytest.mark.postgres
+def test_a_cut_connection_at_the_readiness_check_is_transient() -> None:
+    """The worker's first look at nova's tables is retried through a connection storm (the storm
+    benchmark once saw a worker exit 1 at start-up: the check's error was not retryable)."""
+    url = make_url(PG_URL).set(port=1).render_as_string(hide_password=False)
+    with pytest.raises(StorageError) as e:
+        LevelStore(url).check_ready()
+    assert e.value.transient and "cannot reach" in str(e.value)

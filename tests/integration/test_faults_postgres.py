@@ -83,6 +83,27 @@ def test_a_worker_started_while_the_database_is_away_waits_for_it(tmp_path: Path
         assert outcome(url, "dist").states == {"COMPLETE": 1}
 
 
+def test_workers_started_in_a_storm_start_and_finish(tmp_path: Path):
+    """Row 3 under a storm: every backend terminated every 0.1 s during a worker's first 4 s, three
+    times. Every start-up read (the study list, the study and its sampler, its attributes, nova's
+    tables) is retried: before they all were, 4 of 8 such starts exited 1 (a traceback, 'cannot
+    reach storage' or 'cannot load study'; benchmarks/storage_storm.py --trials 1 --for-s 4
+    --every-s 0.1); after, 0 of 12."""
+    for i in range(3):
+        with fresh_database() as url:
+            nova_study.create(fake_spec(1), url, "dist")
+            proc = worker(url, tmp_path / str(i), "dist", FAKE_ENGINE_ITL_S="0.01", **FAST_HEARTBEATS)
+            with Storm(url, every_s=0.1, for_s=4.0):
+                try:
+                    out = proc.communicate(timeout=180)[0]
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+            assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
+            result = outcome(url, "dist")
+            assert result.states.get("COMPLETE") == 1 and result.budget_used == 1, result
+
+
 def test_no_secret_reaches_storage_output_or_the_engine(tmp_path: Path):
     """Rows 4 and 5: a password in the storage URL (the spec's and NOVA_STORAGE) and a token the engine
     needs (engine.env: ${HF_TOKEN}). The token reaches the engine; nothing else of the worker's
