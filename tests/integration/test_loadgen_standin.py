@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -102,20 +103,25 @@ def test_timings_match_the_server(standin, k: int, n: int) -> None:
     srv = standin(tokens_per_chunk=k, ttft_s=ttft_s, itl_s=itl_s)
     run = run_level(target(srv), LevelPlan(concurrency=1, warmup=(prompt(2),), prompts=prompts(3, n)))
     gaps = n_chunks(n, k) - 1
+    #: one scheduling stall of the 2-core CI machine (seen once: a 0.2 s gap in 11) may land in a
+    #: request; the medians and the lower bounds are exact, the upper bounds on sums allow one stall
+    stall_s = 0.5
     for r in run.records:
         assert r.success, r.error
         assert ttft_s <= r.ttft < ttft_s + 0.25
         itls = r.itls()
         assert len(itls) == n - k
-        mean_itl = sum(itls) / len(itls)  # ~ itl_s / k: each gap shared by the k tokens it brought
-        assert 0.8 * itl_s / k <= mean_itl <= 1.5 * itl_s / k + 0.005, (mean_itl, r.chunk_times)
+        median_itl = statistics.median(itls)  # ~ itl_s / k: each gap shared by the k tokens it brought
+        assert 0.8 * itl_s / k <= median_itl <= 1.5 * itl_s / k + 0.005, (median_itl, r.chunk_times)
+        assert sum(itls) >= 0.8 * gaps * itl_s
         assert r.tpot == pytest.approx((r.e2e - r.ttft) / (n - 1))
         expected_tpot = gaps * itl_s / (n - 1)
-        assert 0.8 * expected_tpot <= r.tpot <= 1.5 * expected_tpot + 0.005, (r.tpot, r.chunk_times)
+        high = 1.5 * expected_tpot + stall_s / (n - 1)
+        assert 0.8 * expected_tpot <= r.tpot <= high, (r.tpot, r.chunk_times)
         assert r.e2e - r.ttft >= 0.8 * gaps * itl_s
     res = summarize(run)
     assert res.ttft_mean_ms >= ttft_s * 1000
-    assert res.itl_mean_ms == pytest.approx(itl_s / k * 1000, rel=0.5)
+    assert res.itl_p50_ms == pytest.approx(itl_s / k * 1000, rel=0.5)
 
 
 # -- failures are data ----------------------------------------------------------------------------
