@@ -56,26 +56,24 @@ class Facts:
     device_memory_bytes: int | None = None
 
 
-def _gpu_memory(gpus: tuple[int, ...]) -> int | None:
-    argv = ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"]
-    if gpus:
-        argv += ["-i", str(gpus[0])]
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=True).stdout
-        return int(float(out.strip().splitlines()[0]) * 1024 * 1024)  # MiB
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None
-
-
-def _gpu_name(gpus: tuple[int, ...]) -> str | None:
-    argv = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+def _gpu_facts(gpus: tuple[int, ...]) -> tuple[str | None, int | None]:
+    """The name and memory (bytes) of the worker's first GPU, from one nvidia-smi call; None for what
+    it cannot say."""
+    argv = ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"]
     if gpus:
         argv += ["-i", str(gpus[0])]
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return None
-    return out.strip().splitlines()[0] if out.strip() else None
+        return None, None
+    lines = out.strip().splitlines()
+    if not lines:
+        return None, None
+    name, _, mib = lines[0].rpartition(",")  # the name may hold a comma, the memory cannot
+    try:
+        return name.strip() or None, int(float(mib) * 1024 * 1024)
+    except ValueError:
+        return lines[0].strip() or None, None
 
 
 #: optional packages some configurations need in the engine's environment (import names)
@@ -109,7 +107,9 @@ def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
         cpu_name = m.group(1).strip() if m else None
     except OSError:
         pass
-    device_name = _gpu_name(gpus) if spec.engine.device == "cuda" else cpu_name
+    on_gpu = spec.engine.device == "cuda"
+    gpu_name, gpu_memory = _gpu_facts(gpus) if on_gpu else (None, None)
+    device_name = gpu_name if on_gpu else cpu_name
     max_len, has_mtp, shape = None, False, None
     try:
         cfg = json.loads((Path(spec.model.path) / "config.json").read_text())
@@ -118,7 +118,6 @@ def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
         shape = ModelShape.of(cfg) if isinstance(cfg, dict) else None
     except (OSError, ValueError):
         pass
-    on_gpu = spec.engine.device == "cuda"
     return Facts(
         device=spec.engine.device,
         cpu_flags=flags,
@@ -127,7 +126,7 @@ def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
         device_name=device_name,
         engine_packages=engine_packages(spec.engine.resolved_python()),
         model_shape=shape if on_gpu else None,
-        device_memory_bytes=_gpu_memory(gpus) if on_gpu else None,
+        device_memory_bytes=gpu_memory,
     )
 
 
