@@ -310,7 +310,9 @@ def requeue_orphan(study: optuna.Study, t: FrozenTrial) -> None:
     """Queue an orphan's trial again (its params, if it was a retry, and its attributes), marked as its
     retry so that the orphan does not count toward the budget. Unlike a stale trial (re-queued once),
     an orphan is re-queued every time: it never ran (no heartbeat: no server, no measurement), so a
-    retry that is orphaned again by another lost answer is not a trial the budget loses."""
+    retry that is orphaned again by another lost answer is not a trial the budget loses. Not Optuna's
+    RetryFailedTrialCallback(max_retry=None): it keeps the first failed trial as ``failed_trial``, so
+    an orphaned retry would still count toward the budget (``db.count_toward_budget``)."""
     attrs: dict[str, object] = {**copy.deepcopy(t.system_attrs)}
     history = attrs.get("retry_history")
     attrs["retry_history"] = [*(history if isinstance(history, list) else []), t.number]
