@@ -7,7 +7,9 @@
 #   bash benchmarks/h200/crosscheck.sh measure     # nova vs vllm bench serve on cores 8-15 -> $OUT
 #
 # The server: the Qwen3-8B shape with dummy weights (.gpu/model, made by .gpu/make_bundle.sh), no API
-# key, max_num_seqs 512 (the c=512 shape runs one full wave), max_model_len 4096 (2048-token prompts).
+# key, max_num_seqs 512 (the c=512 shape runs one full wave), max_model_len 4096 (2048-token prompts),
+# API_SERVERS front-end processes (default 4). FIRST_PAIR=K numbers a later call's pairs from K, so
+# its ABBA order and seeds continue an earlier call's.
 set -uo pipefail
 OUT=${OUT:-/tmp/nova-out}
 mkdir -p "$OUT"
@@ -30,22 +32,42 @@ case "${1:-}" in
       echo "cpu$c siblings: $(cat /sys/devices/system/cpu/cpu$c/topology/thread_siblings_list)"
     done | tee -a "$OUT/gpu.txt"
     cp -r .gpu/model /tmp/model
-    setsid taskset -c 0-7 python3 -m vllm.entrypoints.openai.api_server --model /tmp/model \
-      --served-model-name qwen3-8b --load-format dummy --max-num-seqs 512 --max-model-len 4096 \
-      --host 127.0.0.1 --port "$PORT" > /tmp/server.log 2>&1 < /dev/null &
-    start=$(date +%s)
-    until curl -sf "http://127.0.0.1:$PORT/health" > /dev/null; do
-      sleep 2
-      if [ $(( $(date +%s) - start )) -gt 400 ]; then tail -50 /tmp/server.log; exit 1; fi
-    done
-    echo "healthy after $(( $(date +%s) - start )) s"
+    # API_SERVERS front-end processes (vLLM's --api-server-count, default 4): with one, the API
+    # server's own CPU sets the pace at c=512 (README, "Split or not"), not the GPU
+    launch() {
+      setsid taskset -c 0-7 python3 -m vllm.entrypoints.cli.main serve /tmp/model \
+        --served-model-name qwen3-8b --load-format dummy --max-num-seqs 512 --max-model-len 4096 \
+        --api-server-count "$1" --host 127.0.0.1 --port "$PORT" > /tmp/server.log 2>&1 < /dev/null &
+      echo $! > /tmp/server.pid
+    }
+    healthy() {  # until /health answers; 1 when the server died or 400 s passed
+      local start=$(date +%s)
+      until curl -sf "http://127.0.0.1:$PORT/health" > /dev/null; do
+        sleep 2
+        kill -0 "$(cat /tmp/server.pid)" 2> /dev/null || return 1
+        [ $(( $(date +%s) - start )) -gt 400 ] && return 1
+      done
+      echo "healthy after $(( $(date +%s) - start )) s with --api-server-count $2" | tee "$OUT/serve.txt"
+      echo "$2" > /tmp/api_servers
+    }
+    n=${API_SERVERS:-4}
+    launch "$n"
+    if ! healthy "$n" "$n"; then
+      tail -40 /tmp/server.log; cp /tmp/server.log "$OUT/server-failed.log"
+      [ "$n" = 1 ] && exit 1
+      echo "--api-server-count $n failed: falling back to 1" | tee "$OUT/serve.txt"
+      kill -- -"$(cat /tmp/server.pid)" 2> /dev/null; sleep 5
+      launch 1
+      healthy 1 1 || { tail -50 /tmp/server.log; exit 1; }
+    fi
     cp /tmp/server.log "$OUT/server-boot.log"
     ;;
   measure)
     curl -sf "http://127.0.0.1:$PORT/health" > /dev/null || { echo "no server"; tail -30 /tmp/server.log; exit 1; }
     python3 benchmarks/h200/crosscheck_h200.py --url "http://127.0.0.1:$PORT" --model qwen3-8b \
       --tokenizer /tmp/model --client-cpus 8-15 --pairs "${PAIRS:-3}" --budget-s "${BUDGET_S:-420}" \
-      --out "$OUT/crosscheck-h200" ${SHAPES:+--shapes "$SHAPES"} ${PROCESSES:+--processes "$PROCESSES"}
+      --out "$OUT/crosscheck-h200" ${SHAPES:+--shapes "$SHAPES"} ${PROCESSES:+--processes "$PROCESSES"} \
+      --first-pair "${FIRST_PAIR:-0}" --api-servers "$(cat /tmp/api_servers 2> /dev/null || echo 1)"
     rc=$?
     tail -c 200000 /tmp/server.log > "$OUT/server.log"
     exit $rc

@@ -41,7 +41,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.support.crosscheck import CrossCheckPlan, Pair, describe, peer_client, run_pair  # noqa: E402
+from tests.support.crosscheck import (  # noqa: E402
+    CrossCheckPlan,
+    Figures,
+    Pair,
+    Run,
+    describe,
+    peer_client,
+    run_pair,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server_watch import ServerWatch  # noqa: E402
@@ -157,6 +165,37 @@ def table(shapes: list[Shape], pairs: dict[Shape, list[Pair]]) -> str:
     return "\n".join(lines)
 
 
+def rebuild(runs: Path, out: Path) -> None:
+    """summary.json and summary.md from a runs.jsonl that may hold several calls' runs. A pair is two
+    adjacent rows of one shape and pair number, one of each client (the order every call writes them);
+    shapes come in the order they first appear, pairs in the order they ran."""
+    fields = set(Figures.__dataclass_fields__)
+    pairs: dict[Shape, list[Pair]] = {}
+    held: tuple[Shape, int, Run, str] | None = None
+    for n, line in enumerate(runs.read_text().splitlines(), 1):
+        r = json.loads(line)
+        shape = Shape(**r["shape"])
+        run = Run(r["client"], r["seed"], Figures(**{k: r[k] for k in fields}))
+        pairs.setdefault(shape, [])
+        if held is None:
+            held = (shape, r["pair"], run, r["first"])
+            continue
+        shape0, i0, run0, first0 = held
+        if (shape0, i0) != (shape, r["pair"]) or run0.client == run.client:
+            raise SystemExit(f"{runs}:{n}: not the second run of {shape0.label}, pair {i0}")
+        both = {run0.client: run0, run.client: run}
+        pairs[shape].append(Pair(both["peer"], both["nova"], first0))
+        held = None
+    if held is not None:
+        print(f"{runs}: the last run ({held[0].label}, pair {held[1]}) has no partner; left out")
+    shapes = list(pairs)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary(shapes, pairs), indent=2) + "\n")
+    text = table(shapes, pairs)
+    (out / "summary.md").write_text(text + "\n")
+    print(text)
+
+
 def server_line(stats: dict) -> str:
     """One line of a run's server-side figures (server_watch.run_stats)."""
 
@@ -167,7 +206,8 @@ def server_line(stats: dict) -> str:
     return (
         f"TTFT {f('server_ttft_mean_ms', '.0f')} ms, ITL {f('server_itl_mean_ms', '.2f')} ms, "
         f"queue {f('server_queue_mean_ms', '.0f')} ms, prefill {f('server_prefill_mean_ms', '.0f')} ms, "
-        f"decode {f('server_decode_mean_ms', '.0f')} ms (means); {f('server_tokens_per_step', '.0f')} "
+        f"decode {f('server_decode_mean_ms', '.0f')} ms, front end {f('server_frontend_mean_ms', '.0f')} ms "
+        f"(means); {f('server_tokens_per_step', '.0f')} "
         f"tokens/step at {f('server_steps_per_s', '.1f')} steps/s; running {f('server_running_mean', '.0f')} "
         f"(max {f('server_running_max', '.0f')}, full {f('server_full_share', '.0%')} of the time), "
         f"waiting max {f('server_waiting_max', '.0f')}"
@@ -195,9 +235,27 @@ def main() -> None:
         "sends them; the default: the same work for the server on both sides) or ids",
     )
     p.add_argument("--budget-s", type=float, default=None, help="start no new round after this")
+    p.add_argument(
+        "--first-pair",
+        type=int,
+        default=0,
+        help="number this call's pairs from K (a later call continues an earlier one's ABBA order and seeds)",
+    )
+    p.add_argument(
+        "--api-servers", type=int, default=None, help="the server's --api-server-count, written to every run"
+    )
+    p.add_argument(
+        "--rebuild",
+        type=Path,
+        default=None,
+        help="write summary.json and summary.md in --out from this runs.jsonl (every call's runs) and stop",
+    )
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "crosscheck-h200")
     args = p.parse_args()
 
+    if args.rebuild is not None:
+        rebuild(args.rebuild, args.out)
+        return
     shapes = [Shape.parse(t) for t in args.shapes.split(",") if t.strip()]
     vocab = vocab_size(args.tokenizer)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -231,9 +289,9 @@ def main() -> None:
     watch = ServerWatch(args.url, args.out / "server-metrics.jsonl", api_key=args.api_key)
     peer = peer_client(args.engine_python, args.client_cpus, args.api_key, work / "vllm-bench.log")
     with watch, peer as client:
-        for i in range(args.pairs):
-            if i and args.budget_s is not None and time.monotonic() - t0 > args.budget_s:
-                print(f"budget of {args.budget_s:.0f} s spent: stopping after {i} round(s)", flush=True)
+        for i in range(args.first_pair, args.first_pair + args.pairs):
+            if i > args.first_pair and args.budget_s is not None and time.monotonic() - t0 > args.budget_s:
+                print(f"budget of {args.budget_s:.0f} s spent: stopping before pair {i}", flush=True)
                 break
             for s in shapes:
                 print(f"pair {i} of {s.label} ({time.monotonic() - t0:.0f} s)", flush=True)
@@ -243,6 +301,7 @@ def main() -> None:
                 pairs[s].append(pair)
                 for run in (pair.peer, pair.nova):
                     row = {"shape": asdict(s), "pair": i, "first": pair.first, "client": run.client}
+                    row["api_servers"] = args.api_servers
                     server = watch.run_stats(run.began, run.ended, s.concurrency)
                     print(f"    server during {run.client}: {server_line(server)}", flush=True)
                     row.update(seed=run.seed, began=run.began, ended=run.ended, **asdict(run.figures))

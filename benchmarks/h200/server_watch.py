@@ -101,6 +101,21 @@ class ServerWatch:
         for base, key in _MEANS.items():
             n = delta(f"vllm:{base}_count")
             out[key] = 1000.0 * delta(f"vllm:{base}_sum") / n if n > 0 else None
+        # what the server's mean request time holds beyond the engine's queue, prefill and decode: time
+        # in the API server (arrival to the engine, output processing); it grows when the API server
+        # process, not the GPU, is the bottleneck
+        parts = [
+            out[k]
+            for k in (
+                "server_e2e_mean_ms",
+                "server_queue_mean_ms",
+                "server_prefill_mean_ms",
+                "server_decode_mean_ms",
+            )
+        ]
+        out["server_frontend_mean_ms"] = (
+            parts[0] - sum(parts[1:]) if all(isinstance(v, float) for v in parts) else None
+        )
         steps = delta("vllm:iteration_tokens_total_count")
         tokens = delta("vllm:iteration_tokens_total_sum")
         out["server_tokens_per_step"] = tokens / steps if steps > 0 else None

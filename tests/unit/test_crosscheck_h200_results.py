@@ -1,0 +1,55 @@
+"""The committed H200 cross-check (benchmarks/results/crosscheck-h200/, issue 16): its summary is in the
+issue's format, covers the issue's shapes, and is what ``crosscheck_h200.py --rebuild`` makes of the
+committed runs, so every figure in it can be traced to a run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "benchmarks" / "results" / "crosscheck-h200"
+SCRIPT = REPO / "benchmarks" / "h200" / "crosscheck_h200.py"
+FIGURES = {"output_throughput", "ttft_p50_ms", "tpot_p50_ms"}
+
+
+def test_the_summary_has_the_issues_shapes_and_format() -> None:
+    summary = json.loads((RESULTS / "summary.json").read_text())
+    shapes = {(s["input_len"], s["output_len"], s["concurrency"]) for s in summary}
+    assert {(512, 256, 16), (1024, 128, 64), (128, 512, 256), (128, 512, 512)} <= shapes
+    assert any(i >= 2048 and c >= 64 for i, _, c in shapes)  # the long-prompt shape of our choosing
+    for s in summary:
+        assert s["num_requests"] > 0 and len(s["pairs"]) >= 3
+        for pair in s["pairs"]:
+            assert FIGURES <= set(pair["peer"])
+            assert FIGURES | {"client_cpu_share", "processes"} <= set(pair["nova"])
+            assert pair["nova"]["processes"] >= 1 and 0 < pair["nova"]["client_cpu_share"] < 0.7
+
+
+def test_the_summary_is_rebuilt_exactly_from_the_committed_runs(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--url", "-", "--model", "-", "--tokenizer", "-",
+         "--rebuild", str(RESULTS / "runs.jsonl"), "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(
+        (RESULTS / "summary.json").read_text()
+    )
+    # the table it prints judges each shape against the goal
+    assert r.stdout.count("| met |") + r.stdout.count("| missed |") == 5
+
+
+def test_a_run_without_its_partner_is_refused(tmp_path: Path) -> None:
+    rows = (RESULTS / "runs.jsonl").read_text().splitlines()
+    broken = tmp_path / "runs.jsonl"
+    broken.write_text("\n".join([rows[0], rows[2]]) + "\n")  # pair 0's peer, then pair 0 of another shape
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--url", "-", "--model", "-", "--tokenizer", "-",
+         "--rebuild", str(broken), "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode != 0
+    assert "not the second run" in r.stderr
