@@ -28,6 +28,7 @@ import optuna
 from nova_search import objectives as obj
 from nova_search import schema
 from nova_search.analysis import find_saturation, median_ci
+from nova_search.analysis.dominance import Finished, early_stop
 from nova_search.artifacts import REQUESTS_FILE, append_jsonl, request_rows, upload_files
 from nova_search.db import retrying
 from nova_search.engine.command import build_launch, served_name
@@ -186,7 +187,17 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
                 target, reference_prompts(spec.workload, spec.model), spec.sweep.request_timeout_s
             )
             _set(trial, ctx, schema.REFERENCE, reference)
-            levels = _measure(trial, ctx, server, target, timing, plan.argv, version, requests_path)
+            levels = _measure(
+                trial,
+                ctx,
+                server,
+                target,
+                timing,
+                plan.argv,
+                version,
+                requests_path,
+                config.speculative is not None,
+            )
     except TrialFailure as e:
         if ctx.cancel.is_set():
             e = TrialFailure("interrupted", "the worker was interrupted", e.log_tail)
@@ -226,6 +237,7 @@ def _measure(
     argv: tuple[str, ...],
     version: str | None,
     requests_path: Path,
+    speculative: bool = False,
 ) -> list[LevelResult]:
     spec = ctx.spec
     sweep = spec.sweep
@@ -316,10 +328,52 @@ def _measure(
                 f"sweep.max_error_rate {sweep.max_error_rate:.1%}; first errors: {level.first_errors}",
                 tail(server.log_path),
             )
+        if spec.early_stop is not None and i + 1 < len(sweep.concurrency):
+            _stop_early(trial, ctx, levels, speculative)
     throughputs = {int(c): [w["output_throughput"] for w in ws] for c, ws in repeats.items()}
     saturation = find_saturation(levels, throughputs or None)
     _set(trial, ctx, schema.SATURATION, saturation.as_dict())
     return levels
+
+
+def _finished(trial: optuna.Trial, speculative: bool) -> list[Finished]:
+    """The study's feasible COMPLETE trials with their levels, of the same kind as this one (speculative
+    or not): a non-speculative trial is never stopped for a drafter's lead, so the tuned baseline that
+    speculative gains are measured against is always measured in full."""
+    out = []
+    for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        levels = schema.LEVELS.read(t.user_attrs)
+        config = schema.CONFIG.read(t.user_attrs)
+        same_kind = config is not None and (config.speculative is not None) == speculative
+        if levels and same_kind and all(v <= 0.0 for v in t.constraints.values()):
+            out.append(Finished(t.number, levels))
+    return out
+
+
+def _stop_early(trial: optuna.Trial, ctx: TrialContext, levels: list[LevelResult], speculative: bool) -> None:
+    """Raise optuna.TrialPruned, with the level and the reason recorded, when the early-stop rule says
+    this trial stops after its last measured level."""
+    spec = ctx.spec
+    rule = spec.early_stop
+    assert rule is not None
+    finished = retrying(
+        lambda: _finished(trial, speculative), ctx.storage_retry_s, "read the finished trials from"
+    )
+    stop = early_stop(
+        levels,
+        finished,
+        spec.objectives,
+        [c.condition for c in spec.constraints],
+        rule.margin,
+        rule.min_levels,
+    )
+    if stop is None:
+        return
+    _set(trial, ctx, schema.REASON, stop.reason)
+    _set(trial, ctx, schema.MESSAGE, stop.message)
+    _set(trial, ctx, schema.SUMMARY, _short(f"{stop.reason}: {stop.message}"))
+    ctx.reporter.trial_finished(trial.number, "PRUNED", stop.message)
+    raise optuna.TrialPruned(stop.message)
 
 
 def _intervals(windows: list[LevelResult]) -> dict[str, Any]:

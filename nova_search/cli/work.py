@@ -109,6 +109,11 @@ def _work(
         console.print("[yellow]No trial met every constraint: no feasible Pareto front yet.[/]")
     elif states & {"RUNNING", "WAITING"}:
         console.print("Nothing measured yet: other workers' trials are still running.")
+    elif any(t.levels for t in results.trials):
+        console.print(
+            "[yellow]No trial completed: every trial that was measured was stopped early (early_stop); "
+            "their levels and reasons are above. No Pareto front yet.[/]"
+        )
     else:
         err_console.print(
             "[red]Every trial of this study failed or was pruned; nothing was measured.[/] "

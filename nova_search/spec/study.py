@@ -119,6 +119,18 @@ class BudgetSpec(StrictModel):
         return self.per_stage.get(stage, self.n_trials)  # type: ignore[call-overload]
 
 
+class EarlyStopSpec(StrictModel):
+    """Stop a trial after a level of its sweep (PRUNED, with the level and the reason) when a
+    constraint is already broken, or when a finished feasible trial beat it at every level so far on
+    every objective by more than ``margin`` (nova_search/analysis/dominance.py)."""
+
+    #: the relative lead a finished trial must hold at every level, on every objective, to stop this one:
+    #: set it above the spread of repeated windows of one server
+    margin: float = Field(default=0.05, gt=0.0, le=1.0)
+    #: levels measured before a trial can be judged dominated (a broken constraint stops it at once)
+    min_levels: int = Field(default=1, ge=1, le=1000)
+
+
 #: how the search is staged: one joint study, or tune the non-speculative stack first and then search
 #: drafting on top of the best tuned configuration (each stage its own Optuna study)
 STAGINGS: tuple[tuple[str, ...], ...] = (("joint",), ("tune",), ("tune", "speculative"), ("speculative",))
@@ -193,6 +205,9 @@ class StudySpec(StrictModel):
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     #: the Optuna sampler and its seed
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
+    #: stop dominated or infeasible trials after a level of the sweep; null (the default): every trial
+    #: measures every level
+    early_stop: EarlyStopSpec | None = None
     #: a SQLAlchemy URL (sqlite:///nova.db, postgresql+psycopg://...); --storage and NOVA_STORAGE override
     #: it; stored with the password masked
     storage: str | None = None

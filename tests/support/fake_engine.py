@@ -6,7 +6,8 @@ OpenAI streaming API. Unknown vLLM flags are accepted and ignored.
 Environment knobs: FAKE_ENGINE_BOOT_S (seconds before it listens, default 0.2), FAKE_ENGINE_ITL_S
 (default 0.002), FAKE_ENGINE_CHILD=1 (also spawn a child process in the same group, like vLLM's
 engine core, to prove group teardown), FAKE_ENGINE_REFUSE=FLAG (exit 1 at boot, with an error in its
-log, when FLAG is in its argv: a configuration the engine cannot run).
+log, when FLAG is in its argv: a configuration the engine cannot run), FAKE_ENGINE_SLOW_WITH=FLAG (4
+times the delays when FLAG is in its argv: a configuration that is plainly worse).
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ def main(argv: list[str] | None = None) -> None:
     time.sleep(float(os.environ.get("FAKE_ENGINE_BOOT_S") or "0.2"))
     if os.environ.get("FAKE_ENGINE_CHILD") == "1":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    slow = os.environ.get("FAKE_ENGINE_SLOW_WITH") or None
+    factor = 4.0 if slow and slow in (sys.argv[1:] if argv is None else argv) else 1.0
     options = StandinOptions(
         model=args.served_model_name or args.model,
         api_key=os.environ.get("VLLM_API_KEY"),
-        ttft_s=0.005,
-        itl_s=float(os.environ.get("FAKE_ENGINE_ITL_S") or "0.002"),
+        ttft_s=0.005 * factor,
+        itl_s=float(os.environ.get("FAKE_ENGINE_ITL_S") or "0.002") * factor,
     )
     asyncio.run(_serve(options, args.host, args.port, False))
 

@@ -22,6 +22,7 @@ FAKE_ENGINE_ENV = {
         ("FAKE_ENGINE_ITL_S", "0.002"),
         ("FAKE_ENGINE_CHILD", ""),
         ("FAKE_ENGINE_REFUSE", ""),
+        ("FAKE_ENGINE_SLOW_WITH", ""),
     )
 }
 
