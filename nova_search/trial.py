@@ -5,8 +5,11 @@
       -> objectives -> values + constraints                                    -> server torn down
 
 Failures are classified and recorded on the trial, then raised as ``TrialFailure`` (Optuna: FAIL)
-or ``optuna.TrialPruned`` (an incompatible configuration, never launched). A level already measured
-is stored on the trial before the next one starts, so a crash never loses it.
+or ``optuna.TrialPruned``: a configuration the compatibility table refuses (never launched), one whose
+server never came up for a reason of its own (out of memory, a refused flag; both also marked
+infeasible, so the sampler avoids their neighbours), or one stopped early after a level
+(``early_stop``). A level already measured is stored on the trial before the next one starts, so a
+crash never loses it.
 
 Every measured request is appended to the trial's ``requests.jsonl`` as its window ends; once the
 server is down, that file and the server log are uploaded as the trial's Optuna artifacts (when the
@@ -45,6 +48,12 @@ from nova_search.metrics import HEADLINE, LevelResult, RequestSLO, combine_repea
 from nova_search.space import Facts, incompatibilities, sample, stock_config, tuned_config
 from nova_search.spec import StudySpec
 
+#: how a server that never came up failed, when the configuration is to blame (the same launch fails
+#: the same way again): out of memory, or a flag or combination the engine refuses. Such a trial ends
+#: PRUNED with the reason, and infeasible (UNLAUNCHABLE_CONSTRAINT = 1), like a configuration the
+#: compatibility table refuses; any other failure (a crash, a timeout) ends FAIL
+UNLAUNCHABLE_REASONS = ("oom", "unsupported")
+UNLAUNCHABLE_CONSTRAINT = "launchable"
 #: added to a window's seed for each re-run of a client-bound window (new prompts, same workload)
 RERUN_SEED_STEP = 7_919
 
@@ -147,6 +156,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
 
     problems = incompatibilities(config, ctx.facts)
     if problems:
+        _unlaunchable(trial, ctx)
         _set(trial, ctx, schema.REASON, "incompatible")
         _set(trial, ctx, schema.MESSAGE, "; ".join(problems))
         _set(trial, ctx, schema.SUMMARY, _short("incompatible: " + "; ".join(problems)))
@@ -201,7 +211,12 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     except TrialFailure as e:
         if ctx.cancel.is_set():
             e = TrialFailure("interrupted", "the worker was interrupted", e.log_tail)
-        _record_failure(trial, ctx, e.reason, e.message, e.log_tail or tail(log_path))
+        never_up = "boot_s" not in timing
+        state = "PRUNED" if never_up and e.reason in UNLAUNCHABLE_REASONS else "FAIL"
+        _record_failure(trial, ctx, e.reason, e.message, e.log_tail or tail(log_path), state)
+        if state == "PRUNED":
+            _unlaunchable(trial, ctx)
+            raise optuna.TrialPruned(f"{e.reason}: {e.message}") from None
         raise e from None
     except KeyboardInterrupt:
         _record_failure(trial, ctx, "interrupted", "the worker was interrupted", tail(log_path))
@@ -386,12 +401,23 @@ def _intervals(windows: list[LevelResult]) -> dict[str, Any]:
     return out
 
 
-def _record_failure(trial: optuna.Trial, ctx: TrialContext, reason: str, message: str, log_tail: str) -> None:
+def _record_failure(
+    trial: optuna.Trial, ctx: TrialContext, reason: str, message: str, log_tail: str, state: str = "FAIL"
+) -> None:
     _set(trial, ctx, schema.REASON, reason)
     _set(trial, ctx, schema.MESSAGE, message)
     _set(trial, ctx, schema.LOG_TAIL, log_tail[-4000:])
     _set(trial, ctx, schema.SUMMARY, _short(f"{reason}: {message}"))
-    ctx.reporter.trial_finished(trial.number, "FAIL", f"{reason}: {message}")
+    ctx.reporter.trial_finished(trial.number, state, f"{reason}: {message}")
+
+
+def _unlaunchable(trial: optuna.Trial, ctx: TrialContext) -> None:
+    """Mark a configuration that cannot run as infeasible (``launchable`` = 1), so that the sampler
+    learns from it: Optuna's TPE reads COMPLETE and PRUNED trials only (a FAIL trial is invisible to
+    it), and puts an infeasible one among the bad trials whose neighbourhood it avoids."""
+    retrying(
+        lambda: trial.set_constraint(UNLAUNCHABLE_CONSTRAINT, 1.0), ctx.storage_retry_s, "set_constraint"
+    )
 
 
 def _short(text: str, limit: int = 200) -> str:

@@ -32,8 +32,8 @@ LEVELS, REQUESTS = (1, 4), 6
 @pytest.fixture(scope="module")
 def populated(tmp_path_factory):
     """A SQLite study of four trials run by the real worker: the stock baseline and an n-gram trial
-    (COMPLETE), a configuration the engine refuses at boot (FAIL), one the compatibility table
-    refuses (PRUNED, never launched)."""
+    (COMPLETE), a configuration the engine refuses at boot (PRUNED, "unsupported"), one the
+    compatibility table refuses (PRUNED, never launched)."""
     tmp = tmp_path_factory.mktemp("dash")
     raw = minimal_spec_dict(
         name="dash",
@@ -91,7 +91,7 @@ def detail(dashboard):
 def test_metric_names_and_trial_states(detail):
     _, body = detail
     assert body["objective_names"] == METRICS
-    assert [t["state"] for t in body["trials"]] == ["Complete", "Complete", "Fail", "Pruned"]
+    assert [t["state"] for t in body["trials"]] == ["Complete", "Complete", "Pruned", "Pruned"]
     for t in body["trials"]:
         attrs = {a["key"]: a["value"] for a in t["user_attrs"]}
         assert 0 < len(attrs[schema.SUMMARY.key]) <= 200, attrs
@@ -109,7 +109,7 @@ def test_every_finished_trial_has_its_note(detail):
     assert [r.split(" | ")[0] for r in rows] == [f"| {c}" for c in LEVELS]
     assert f"0/{REQUESTS}" in rows[0]
     assert "```bash\n" in ngram and "tests.support.fake_engine" in ngram and "--speculative-config" in ngram
-    assert "### Why it ended FAIL" in fail and "**unsupported**" in fail
+    assert "### Why it ended PRUNED" in fail and "**unsupported**" in fail
     assert "fake engine refuses --no-enable-prefix-caching" in fail  # the end of its server log
     assert "### Why it ended PRUNED" in pruned and "**incompatible**" in pruned
 
@@ -117,7 +117,7 @@ def test_every_finished_trial_has_its_note(detail):
 def test_study_note_and_graphs(detail):
     _, body = detail
     note = body["note"]["body"]
-    assert note.startswith("# dash\n") and "4 trials: 2 COMPLETE, 1 FAIL, 1 PRUNED" in note
+    assert note.startswith("# dash\n") and "4 trials: 2 COMPLETE, 2 PRUNED" in note
     # the only non-speculative trial is stock: it is the tuned baseline (never the n-gram trial)
     assert "stock: trial 0 · tuned: trial 0" in note
     graphs = {g["id"]: json.loads(g["graph_object"]) for g in body["plotly_graph_objects"]}

@@ -3,7 +3,8 @@
 One study, five enqueued trials: the stock baseline, an n-gram speculative config, a suffix config the
 compatibility table refuses without launching (arctic-inference is not in the engine's environment, and
 the worker looked), a config that boots into a failure the table does not know (too little memory for
-the KV cache: classified "oom" from the engine's own words), and another config the table refuses.
+the KV cache: classified "oom" from the engine's own words, and PRUNED as infeasible), and another
+config the table refuses.
 Checks states, reasons, values, constraints, argv, the dashboard notes and graphs and the trials'
 artifacts, and that no vLLM process is left behind.
 """
@@ -135,10 +136,14 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     assert "suffix_needs_arctic_inference" in suffix.user_attrs[schema.MESSAGE.key]
     assert schema.ARGV.key not in suffix.user_attrs
 
-    # a failure the table does not know: booted, failed, classified from the engine's own words
-    assert oom.state == optuna.trial.TrialState.FAIL
+    # a failure the table does not know: booted, failed, classified from the engine's own words; the
+    # configuration is to blame, so it ends PRUNED and infeasible, where the sampler learns from it
+    # (TPE never reads a FAIL trial)
+    assert oom.state == optuna.trial.TrialState.PRUNED
     assert oom.user_attrs[schema.REASON.key] == "oom", oom.user_attrs.get(schema.LOG_TAIL.key, "")[-1500:]
     assert "Engine core initialization failed" in oom.user_attrs[schema.LOG_TAIL.key]
+    assert oom.constraints == {"launchable": 1.0}
+    assert suffix.constraints == {"launchable": 1.0}  # refused by the table: infeasible too
 
     # a combination the compatibility table knows is bad is never launched
     assert refused.state == optuna.trial.TrialState.PRUNED
