@@ -5,16 +5,22 @@ benchmarks/h200/crosscheck_h200.py).
 
 The client runs on ``cpus`` in as many processes as the level needs (``loadgen.procs``); a level
 whose busiest client process is CPU-bound is re-run on more processes, or reported flagged.
-``vllm_names`` turns a LevelResult into the keys ``vllm bench serve --save-result`` writes.
+``vllm_names`` turns a LevelResult into the keys ``vllm bench serve --save-result`` writes. With
+``requests_out``, every measured request is also written there as a JSON line (a trial's
+``requests.jsonl`` rows: level, send time from the first level's window start, TTFT, end-to-end time,
+tokens, success), so a level's figures can be examined request by request afterwards.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 import httpx
 
+from nova_search.artifacts import request_rows
 from nova_search.errors import NovaError
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import ClientPlan, chunk_rate, measure_level
@@ -49,6 +55,8 @@ class BenchPlan:
     rerun_client_bound: bool = True
     #: open every lane's connection before the window (False: as vllm bench serve does)
     preconnect: bool = True
+    #: a JSONL file for every measured request (written anew)
+    requests_out: Path | None = None
 
 
 def served_model(url: str, api_key: str | None) -> str:
@@ -72,6 +80,8 @@ def run_bench(plan: BenchPlan) -> list[LevelResult]:
     client = ClientPlan(cpus=plan.cpus, processes=plan.processes, rerun=plan.rerun_client_bound)
     results = []
     expected: float | None = None
+    out = _open_requests_out(plan.requests_out)
+    origin: float | None = None
     for i, c in enumerate(plan.concurrency):
         warm = take(source.prompts(level_seed(plan.workload.seed, i, warmup=True)), plan.warmup_requests)
 
@@ -92,7 +102,24 @@ def run_bench(plan: BenchPlan) -> list[LevelResult]:
         # the next level's rate, if it grew in proportion to its concurrency (an upper bound)
         expected = chunk_rate(run) * (plan.concurrency[i + 1] / c) if i + 1 < len(plan.concurrency) else None
         results.append(summarize(run))
+        if out is not None:
+            origin = run.window_start if origin is None else origin
+            rows = request_rows(run.records, level=c, repeat=0, origin=origin)
+            out.write("".join(json.dumps(row) + "\n" for row in rows))
+            out.flush()
+    if out is not None:
+        out.close()
     return results
+
+
+def _open_requests_out(path: Path | None) -> TextIO | None:
+    """The requests file, emptied, or a clear error before anything is measured."""
+    if path is None:
+        return None
+    try:
+        return path.open("w", encoding="utf-8")
+    except OSError as e:
+        raise NovaError(f"--requests-out {path}: cannot write it ({e.strerror or e})") from None
 
 
 #: LevelResult latency names -> the names ``vllm bench serve`` uses in its result JSON

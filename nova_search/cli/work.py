@@ -7,6 +7,7 @@ flags (--set, --storage, --study-name, --n-trials).
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -286,6 +287,14 @@ def bench(
             help="Open every connection before the window (--no-preconnect: as vllm bench serve does).",
         ),
     ] = True,
+    requests_out: Annotated[
+        str | None,
+        typer.Option(
+            "--requests-out",
+            help="Also write every measured request to this JSONL file (level, send_s, ttft_ms, e2e_ms, "
+            "tokens, success), replacing it.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
     json_names: Annotated[
         str,
@@ -320,6 +329,7 @@ def bench(
         processes=n_processes,
         per_chunk_usage=per_chunk,
         preconnect=preconnect,
+        requests_out=Path(requests_out) if requests_out else None,
         api_key=api_key,
         model=model,
         num_requests=num_requests,

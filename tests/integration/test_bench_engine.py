@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -17,7 +18,8 @@ from tests.support import REPO
 pytestmark = pytest.mark.slow
 
 
-def test_bench_measures_a_running_vllm(shared_vllm):
+def test_bench_measures_a_running_vllm(shared_vllm, tmp_path):
+    requests_out = tmp_path / "requests.jsonl"
     r = subprocess.run(
         [
             sys.executable,
@@ -40,6 +42,8 @@ def test_bench_measures_a_running_vllm(shared_vllm):
             "2048",
             "--cpus",
             "1",
+            "--requests-out",
+            str(requests_out),
             "--json",
         ],
         cwd=REPO,
@@ -50,6 +54,13 @@ def test_bench_measures_a_running_vllm(shared_vllm):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     levels = json.loads(r.stdout)
+    # every measured request, level by level, agrees with the level's own figures
+    rows = [json.loads(line) for line in requests_out.read_text().splitlines()]
+    for lv in levels:
+        mine = [row for row in rows if row["level"] == lv["concurrency"]]
+        assert len(mine) == 12 and all(row["success"] and row["output_tokens"] == 32 for row in mine)
+        assert statistics.median(row["ttft_ms"] for row in mine) == pytest.approx(lv["ttft_p50_ms"], rel=1e-3)
+    assert [row["send_s"] for row in rows] == sorted(row["send_s"] for row in rows)
     assert [lv["concurrency"] for lv in levels] == [1, 4]
     for lv in levels:
         assert lv["completed"] == 12 and lv["errors"] == 0
