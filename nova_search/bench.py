@@ -13,14 +13,13 @@ tokens, success), so a level's figures can be examined request by request afterw
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import httpx
 
-from nova_search.artifacts import request_rows
+from nova_search.artifacts import append_jsonl, request_rows
 from nova_search.errors import NovaError
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import ClientPlan, chunk_rate, measure_level
@@ -80,7 +79,8 @@ def run_bench(plan: BenchPlan) -> list[LevelResult]:
     client = ClientPlan(cpus=plan.cpus, processes=plan.processes, rerun=plan.rerun_client_bound)
     results = []
     expected: float | None = None
-    out = _open_requests_out(plan.requests_out)
+    if plan.requests_out is not None:
+        _empty(plan.requests_out)
     origin: float | None = None
     for i, c in enumerate(plan.concurrency):
         warm = take(source.prompts(level_seed(plan.workload.seed, i, warmup=True)), plan.warmup_requests)
@@ -102,22 +102,21 @@ def run_bench(plan: BenchPlan) -> list[LevelResult]:
         # the next level's rate, if it grew in proportion to its concurrency (an upper bound)
         expected = chunk_rate(run) * (plan.concurrency[i + 1] / c) if i + 1 < len(plan.concurrency) else None
         results.append(summarize(run))
-        if out is not None:
+        if plan.requests_out is not None:
             origin = run.window_start if origin is None else origin
             rows = request_rows(run.records, level=c, repeat=0, origin=origin)
-            out.write("".join(json.dumps(row) + "\n" for row in rows))
-            out.flush()
-    if out is not None:
-        out.close()
+            if not append_jsonl(plan.requests_out, rows):
+                raise NovaError(
+                    f"--requests-out {plan.requests_out}: the requests of concurrency {c} "
+                    "could not be written (see the warning above)"
+                )
     return results
 
 
-def _open_requests_out(path: Path | None) -> TextIO | None:
+def _empty(path: Path) -> None:
     """The requests file, emptied, or a clear error before anything is measured."""
-    if path is None:
-        return None
     try:
-        return path.open("w", encoding="utf-8")
+        path.write_text("", encoding="utf-8")
     except OSError as e:
         raise NovaError(f"--requests-out {path}: cannot write it ({e.strerror or e})") from None
 

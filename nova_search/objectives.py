@@ -213,12 +213,17 @@ def _one(value: float | None, c: Condition) -> float:
     return math.nextafter(c.value, math.inf) - value
 
 
+def level_violation(level: LevelResult, c: Condition) -> float:
+    """``c``'s violation at one level, whatever level ``c`` names: <= 0 when its metric holds there."""
+    return _one(_number(getattr(level, c.metric, None)), c)
+
+
 def violation(levels: Sequence[LevelResult], c: Condition) -> float:
     """Optuna's constraint value of ``c`` over ``levels``: <= 0 when it holds."""
     if c.at == "every":
         if not levels:
             return UNDEFINED_VIOLATION
-        return max(_one(_number(getattr(lv, c.metric, None)), c) for lv in levels)
+        return max(level_violation(lv, c) for lv in levels)
     if c.at == "best":
         # the level most in the condition's favour: the lowest value for <, <=, the highest for >, >=
         return _one(metric_at(levels, c.metric, "best", maximize=c.op in (">=", ">")), c)

@@ -14,13 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from nova_search.analysis import dominance
 from nova_search.results.cost import GpuTime, gpu_time
 from nova_search.results.records import StudyResults, TrialResult
 from nova_search.results.select import best_trials, tuned_baseline
 
 STATES = ("COMPLETE", "RUNNING", "WAITING", "PRUNED", "FAIL")
-#: the reasons of a trial stopped after a level of its sweep (analysis/dominance.py)
-EARLY_STOP_REASONS = ("dominated", "constraint")
 #: a slot that finished a trial this long ago (seconds) still counts as seen recently
 RECENT_S = 900.0
 
@@ -144,7 +143,7 @@ def study_status(
         )
     if not feasible and counts["COMPLETE"]:
         notes.append("no COMPLETE trial meets every constraint yet")
-    stopped = [t for t in results.trials if t.state == "PRUNED" and t.reason in EARLY_STOP_REASONS]
+    stopped = [t for t in results.trials if t.state == "PRUNED" and t.reason in dominance.REASONS]
     for t in stopped[:5]:
         notes.append(f"trial {t.key} {t.reason}: {t.message}")
     if len(stopped) > 5:

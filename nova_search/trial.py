@@ -384,10 +384,7 @@ def _stop_early(trial: optuna.Trial, ctx: TrialContext, levels: list[LevelResult
     )
     if stop is None:
         return
-    _set(trial, ctx, schema.REASON, stop.reason)
-    _set(trial, ctx, schema.MESSAGE, stop.message)
-    _set(trial, ctx, schema.SUMMARY, _short(f"{stop.reason}: {stop.message}"))
-    ctx.reporter.trial_finished(trial.number, "PRUNED", stop.message)
+    _record_failure(trial, ctx, stop.reason, stop.message, None, "PRUNED")
     raise optuna.TrialPruned(stop.message)
 
 
@@ -402,11 +399,19 @@ def _intervals(windows: list[LevelResult]) -> dict[str, Any]:
 
 
 def _record_failure(
-    trial: optuna.Trial, ctx: TrialContext, reason: str, message: str, log_tail: str, state: str = "FAIL"
+    trial: optuna.Trial,
+    ctx: TrialContext,
+    reason: str,
+    message: str,
+    log_tail: str | None,
+    state: str = "FAIL",
 ) -> None:
+    """Why a trial ended other than COMPLETE: its reason, message, summary and (when there is one) the
+    server log's tail, and the reporter's line."""
     _set(trial, ctx, schema.REASON, reason)
     _set(trial, ctx, schema.MESSAGE, message)
-    _set(trial, ctx, schema.LOG_TAIL, log_tail[-4000:])
+    if log_tail is not None:
+        _set(trial, ctx, schema.LOG_TAIL, log_tail[-4000:])
     _set(trial, ctx, schema.SUMMARY, _short(f"{reason}: {message}"))
     ctx.reporter.trial_finished(trial.number, state, f"{reason}: {message}")
 

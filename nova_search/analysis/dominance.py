@@ -23,7 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nova_search.metrics import LevelResult
-from nova_search.objectives import Condition, ObjectiveLike, _number, _one, metric_at
+from nova_search.objectives import Condition, ObjectiveLike, level_violation, metric_at
+
+#: the reasons of a trial stopped early (``Stop.reason``)
+REASONS = ("constraint", "dominated")
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class Stop:
     """Why a trial stops after the level at ``concurrency``."""
 
     concurrency: int
-    #: "constraint" or "dominated"
+    #: one of REASONS
     reason: str
     message: str
     #: the trial that dominates it (reason "dominated")
@@ -54,8 +57,8 @@ def broken_constraint(levels: Sequence[LevelResult], conditions: Sequence[Condit
             continue
         at_levels = levels if c.at == "every" else [lv for lv in levels if lv.concurrency == c.at]
         for lv in at_levels:
-            value = _number(getattr(lv, c.metric, None))
-            if _one(value, c) > 0.0:
+            if level_violation(lv, c) > 0.0:
+                value = metric_at((lv,), c.metric, lv.concurrency)
                 shown = "undefined" if value is None else f"{value:.4g}"
                 return f"{c.name} fails at concurrency {lv.concurrency} ({c.metric} = {shown})"
     return None

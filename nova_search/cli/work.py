@@ -110,9 +110,9 @@ def _work(
         console.print("[yellow]No trial met every constraint: no feasible Pareto front yet.[/]")
     elif states & {"RUNNING", "WAITING"}:
         console.print("Nothing measured yet: other workers' trials are still running.")
-    elif any(t.levels for t in results.trials):
+    elif stopped := sum(1 for t in results.trials if t.state == "PRUNED" and t.levels):
         console.print(
-            "[yellow]No trial completed: every trial that was measured was stopped early (early_stop); "
+            f"[yellow]No trial completed: {stopped} measured trial(s) were stopped early (early_stop); "
             "their levels and reasons are above. No Pareto front yet.[/]"
         )
     else:

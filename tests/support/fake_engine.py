@@ -29,15 +29,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     args, _ignored = p.parse_known_args(argv)
+    given = sys.argv[1:] if argv is None else argv
     refuse = os.environ.get("FAKE_ENGINE_REFUSE") or None
-    if refuse and refuse in (sys.argv[1:] if argv is None else argv):
+    if refuse and refuse in given:
         print(f"ValueError: fake engine refuses {refuse}", file=sys.stderr, flush=True)
         sys.exit(1)
     time.sleep(float(os.environ.get("FAKE_ENGINE_BOOT_S") or "0.2"))
     if os.environ.get("FAKE_ENGINE_CHILD") == "1":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
     slow = os.environ.get("FAKE_ENGINE_SLOW_WITH") or None
-    factor = 4.0 if slow and slow in (sys.argv[1:] if argv is None else argv) else 1.0
+    factor = 4.0 if slow and slow in given else 1.0
     options = StandinOptions(
         model=args.served_model_name or args.model,
         api_key=os.environ.get("VLLM_API_KEY"),
