@@ -28,6 +28,7 @@ throughput and within 5 % in median TTFT and median TPOT, and no client-bound no
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -175,7 +176,7 @@ def rebuild(runs: Path, out: Path) -> None:
     for n, line in enumerate(runs.read_text().splitlines(), 1):
         r = json.loads(line)
         shape = Shape(**r["shape"])
-        run = Run(r["client"], r["seed"], Figures(**{k: r[k] for k in fields}))
+        run = Run(r["client"], r["seed"], Figures(**{k: r[k] for k in fields if k in r}))
         pairs.setdefault(shape, [])
         if held is None:
             held = (shape, r["pair"], run, r["first"])
@@ -194,6 +195,17 @@ def rebuild(runs: Path, out: Path) -> None:
     text = table(shapes, pairs)
     (out / "summary.md").write_text(text + "\n")
     print(text)
+
+
+def save_requests(folder: Path, shape: Shape, pair: int, run: Run) -> None:
+    """A run's per-request rows (``Run.requests``) as gzipped JSON lines, one file per run."""
+    if not run.requests:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    s = shape
+    name = f"{s.input_len}-{s.output_len}-c{s.concurrency}-n{s.num_requests}-pair{pair}-{run.client}"
+    with gzip.open(folder / f"{name}.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in run.requests)
 
 
 def server_line(stats: dict) -> str:
@@ -306,6 +318,7 @@ def main() -> None:
                     print(f"    server during {run.client}: {server_line(server)}", flush=True)
                     row.update(seed=run.seed, began=run.began, ended=run.ended, **asdict(run.figures))
                     runs_log.write(json.dumps({**row, **server}) + "\n")
+                    save_requests(args.out / "requests", s, i, run)
                 runs_log.flush()
                 (args.out / "summary.json").write_text(json.dumps(summary(shapes, pairs), indent=2) + "\n")
     text = table(shapes, pairs)

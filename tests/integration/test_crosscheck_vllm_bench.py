@@ -15,6 +15,7 @@ results are in the README, not asserted here where they would fail on noise rath
 from __future__ import annotations
 
 import re
+import statistics
 
 import pytest
 
@@ -66,6 +67,15 @@ def test_nova_and_vllm_bench_measure_the_same_workload_on_the_same_server(
             assert f.output_throughput > 0 and f.ttft_p50_ms > 0 and f.tpot_p50_ms > 0, text
         assert pair.nova.figures.input_tokens == PLAN.num_requests * PLAN.input_len, text
         assert pair.nova.figures.processes == PLAN.processes, text
+        for run in (pair.peer, pair.nova):  # request by request, and consistent with the run's figures
+            rows = run.requests
+            assert len(rows) == PLAN.num_requests and all(r["success"] for r in rows), run.client
+            ttfts = [r["ttft_ms"] for r in rows]
+            assert statistics.median(ttfts) == pytest.approx(run.figures.ttft_p50_ms, rel=1e-3), run.client
+            assert statistics.fmean(ttfts) == pytest.approx(run.figures.ttft_mean_ms, rel=1e-3), run.client
+            assert min(r["send_s"] for r in rows) >= 0 and sum(r["output_tokens"] for r in rows) == (
+                PLAN.num_requests * PLAN.output_len
+            ), run.client
         # vLLM's random dataset decodes token ids to text and re-encodes it: a few tokens may move
         assert pair.peer.figures.input_tokens == pytest.approx(PLAN.num_requests * PLAN.input_len, rel=0.01)
     figures = compare(check.pairs)

@@ -48,6 +48,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -99,6 +100,8 @@ class Figures:
     client_cpu_share: float | None = None
     processes: int | None = None
     client_bound: bool | None = None
+    #: mean TTFT, ms (both clients report it; compared with the server's own mean from /metrics)
+    ttft_mean_ms: float | None = None
 
 
 METRICS = ("output_throughput", "ttft_p50_ms", "tpot_p50_ms")
@@ -221,7 +224,37 @@ def peer_figures(result: dict) -> Figures:
         input_tokens=int(result["total_input_tokens"]),
         output_tokens=int(result["total_output_tokens"]),
         duration_s=float(result["duration"]),
+        ttft_mean_ms=_float(result.get("mean_ttft_ms")),
     )
+
+
+def _float(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def peer_requests(result: dict) -> list[dict]:
+    """``vllm bench serve``'s per-request figures (its result with ``--save-detailed``), as rows like
+    nova's ``--requests-out``: send time from the run's first send, TTFT, end-to-end (TTFT plus the
+    inter-token gaps: the time of the last chunk with text), output tokens, success."""
+    starts = result.get("start_times") or []
+    if not starts:
+        return []
+    origin = min(starts)
+    rows = []
+    for st, ttft, itl, out, err in zip(
+        starts, result["ttfts"], result["itls"], result["output_lens"], result["errors"], strict=True
+    ):
+        ok = not err and ttft > 0
+        rows.append(
+            {
+                "send_s": round(st - origin, 6),
+                "ttft_ms": round(ttft * 1000, 3) if ok else None,
+                "e2e_ms": round((ttft + sum(itl)) * 1000, 3) if ok else None,
+                "output_tokens": out,
+                "success": ok,
+            }
+        )
+    return sorted(rows, key=lambda r: r["send_s"])
 
 
 def nova_figures(level: dict) -> Figures:
@@ -238,6 +271,7 @@ def nova_figures(level: dict) -> Figures:
         client_cpu_share=level.get("client_cpu_share"),
         processes=level.get("client_processes"),
         client_bound=level.get("client_bound"),
+        ttft_mean_ms=_float(level.get("ttft_mean_ms")),
     )
 
 
@@ -301,10 +335,12 @@ def peer_args(plan: CrossCheckPlan, base_url: str, model: str, tokenizer: str | 
         concurrency=plan.concurrency,
         warmups=plan.warmups,
         seed=seed,
-    )
+    ) + ["--save-detailed"]  # per-request start times and TTFTs in the result (peer_requests)
 
 
-def nova_argv(plan: CrossCheckPlan, base_url: str, model: str, seed: int) -> list[str]:
+def nova_argv(
+    plan: CrossCheckPlan, base_url: str, model: str, seed: int, requests_out: Path | None = None
+) -> list[str]:
     return [
         "taskset",
         "-c",
@@ -340,6 +376,7 @@ def nova_argv(plan: CrossCheckPlan, base_url: str, model: str, seed: int) -> lis
         "--prompt-format",
         plan.prompt_format,
         *(["--tokenizer", plan.tokenizer] if plan.tokenizer else []),
+        *(["--requests-out", str(requests_out)] if requests_out is not None else []),
         "--json",
     ]
 
@@ -404,15 +441,22 @@ def peer_client(engine_python: str, cpus: str, api_key: str | None, log: Path) -
 
 
 def nova_run(
-    plan: CrossCheckPlan, base_url: str, model: str, api_key: str | None, seed: int, timeout_s: float = 600.0
+    plan: CrossCheckPlan,
+    base_url: str,
+    model: str,
+    api_key: str | None,
+    seed: int,
+    timeout_s: float = 600.0,
+    requests_out: Path | None = None,
 ) -> dict:
-    """``nova-search bench --json`` at one level, pinned; its one LevelResult as a dict."""
+    """``nova-search bench --json`` at one level, pinned; its one LevelResult as a dict (every
+    measured request also in ``requests_out``, as ``bench --requests-out`` writes them)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     if api_key:
         env["NOVA_BENCH_API_KEY"] = api_key
     r = subprocess.run(
-        nova_argv(plan, base_url, model, seed),
+        nova_argv(plan, base_url, model, seed, requests_out),
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -436,6 +480,9 @@ class Run:
     #: wall-clock (time.time()) start and end of the whole run, client start-up and warmup included
     began: float = 0.0
     ended: float = 0.0
+    #: every measured request: send time from the run's first send, TTFT, end-to-end, output tokens,
+    #: success (``peer_requests`` for the peer, ``bench --requests-out`` rows for nova)
+    requests: tuple[dict, ...] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -520,13 +567,19 @@ def run_pair(
         if who == "peer":
             raw = client.run(peer_args(plan, base_url, model, tokenizer, seed), 900.0)
             figures = peer_figures(raw)
+            requests = peer_requests(raw)
+            for key in ("start_times", "ttfts", "itls", "errors", "input_lens", "output_lens"):
+                raw.pop(key, None)  # kept as ``requests``
         else:
-            raw = nova_run(plan, base_url, model, api_key, seed)
+            with tempfile.TemporaryDirectory(prefix="nova-crosscheck-") as tmp:
+                out = Path(tmp) / "requests.jsonl"
+                raw = nova_run(plan, base_url, model, api_key, seed, requests_out=out)
+                requests = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
             figures = nova_figures(raw)
         after = watch.snapshot() if watch else None
         cpu = (client.cpu_s() if who == "peer" else _children_cpu_s()) - cpu0
         load = CoreWatch.load(before, after, cpu) if before and after else None
-        run = Run(who, seed, figures, load, raw, began, time.time())
+        run = Run(who, seed, figures, load, raw, began, time.time(), tuple(requests))
         if progress:
             print(f"  {describe(run)}", flush=True)
         return run
@@ -550,9 +603,10 @@ def describe(run: Run) -> str:
         if f.client_cpu_share is not None
         else ""
     )
+    mean = f" (mean {f.ttft_mean_ms:.1f})" if f.ttft_mean_ms is not None else ""
     return (
         f"{run.client:4} seed {run.seed:>4}: {f.output_throughput:7.1f} tok/s"
-        f"  TTFT p50 {f.ttft_p50_ms:6.2f} ms  TPOT p50 {f.tpot_p50_ms:6.3f} ms{client}{load}"
+        f"  TTFT p50 {f.ttft_p50_ms:6.2f} ms{mean}  TPOT p50 {f.tpot_p50_ms:6.3f} ms{client}{load}"
     )
 
 
