@@ -54,6 +54,13 @@ class Facts:
     model_shape: ModelShape | None = None
     #: memory of one of the worker's GPUs (bytes); None: not known (no nvidia-smi, or the CPU build)
     device_memory_bytes: int | None = None
+    #: the model's attention heads and KV heads (config.json; a multimodal model's text_config), which
+    #: tensor parallelism shards; None: not known
+    model_heads: int | None = None
+    model_kv_heads: int | None = None
+    #: the GPUs one trial may have on this worker (its slot, ``placement``); None: the worker was given
+    #: no GPU set (``--gpus``), so nova does not know
+    gpu_count: int | None = None
 
 
 def _gpu_facts(gpus: tuple[int, ...]) -> tuple[str | None, int | None]:
@@ -111,11 +118,13 @@ def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
     gpu_name, gpu_memory = _gpu_facts(gpus) if on_gpu else (None, None)
     device_name = gpu_name if on_gpu else cpu_name
     max_len, has_mtp, shape = None, False, None
+    heads: tuple[int | None, int | None] = (None, None)
     try:
         cfg = json.loads((Path(spec.model.path) / "config.json").read_text())
         max_len = cfg.get("max_position_embeddings")
         has_mtp = bool(cfg.get("num_nextn_predict_layers") or cfg.get("mtp_num_hidden_layers"))
         shape = ModelShape.of(cfg) if isinstance(cfg, dict) else None
+        heads = model_heads(cfg) if isinstance(cfg, dict) else heads
     except (OSError, ValueError):
         pass
     return Facts(
@@ -127,7 +136,23 @@ def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
         engine_packages=engine_packages(spec.engine.resolved_python()),
         model_shape=shape if on_gpu else None,
         device_memory_bytes=gpu_memory,
+        model_heads=heads[0],
+        model_kv_heads=heads[1],
+        gpu_count=len(gpus) if gpus else None,
     )
+
+
+def model_heads(cfg: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(attention heads, KV heads) of a config.json (its text_config for a multimodal model); None for
+    what it does not say. KV heads default to the attention heads (multi-head attention)."""
+    if isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg, **cfg["text_config"]}
+
+    def positive(v: Any) -> int | None:
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+    heads = positive(cfg.get("num_attention_heads"))
+    return heads, positive(cfg.get("num_key_value_heads")) or heads
 
 
 # ---------------------------------------------------------------- the compatibility table
@@ -195,6 +220,35 @@ def _suffix_needs_arctic(c: EngineConfig, f: Facts) -> str | None:
     return None
 
 
+def _tp_divides_heads(c: EngineConfig, f: Facts) -> str | None:
+    """vLLM shards attention heads over the tensor-parallel GPUs: the heads must divide by TP, and the
+    KV heads either divide by it or (fewer KV heads than GPUs) divide it, each then replicated."""
+    tp = c.gpus
+    if tp == 1:
+        return None
+    if f.model_heads is not None and f.model_heads % tp:
+        return (
+            f"tensor_parallel_size {tp} does not divide the model's {f.model_heads} attention heads; "
+            "vLLM refuses to start"
+        )
+    kv = f.model_kv_heads
+    if kv is not None and (kv % tp if kv >= tp else tp % kv):
+        return (
+            f"tensor_parallel_size {tp} and the model's {kv} KV heads: vLLM needs the KV heads to divide "
+            "by it, or it to divide by them"
+        )
+    return None
+
+
+def _tp_fits_gpus(c: EngineConfig, f: Facts) -> str | None:
+    if f.gpu_count is not None and c.gpus > f.gpu_count:
+        return (
+            f"tensor_parallel_size {c.gpus} needs {c.gpus} GPUs; a trial on this worker has "
+            f"{f.gpu_count} (--gpus)"
+        )
+    return None
+
+
 def _memory_fits(c: EngineConfig, f: Facts) -> str | None:
     max_len = _effective_max_len(c, f)
     if f.model_shape is None or not f.device_memory_bytes or not max_len or c.gpu_memory_utilization is None:
@@ -217,6 +271,8 @@ RULES: tuple[Rule, ...] = (
     Rule("mtp_needs_heads", _mtp_needs_heads),
     Rule("dflash_triton_backend", _dflash_backend),
     Rule("suffix_needs_arctic_inference", _suffix_needs_arctic),
+    Rule("tensor_parallel_divides_heads", _tp_divides_heads),
+    Rule("tensor_parallel_fits_gpus", _tp_fits_gpus),
     Rule("memory_estimate", _memory_fits),
 )
 
@@ -251,9 +307,9 @@ class _Sampler:
 
 def stock_config(spec: StudySpec) -> EngineConfig:
     """vLLM's defaults for the model, plus only what the machine needs (engine.defaults)."""
-    d = spec.engine.defaults
-    tp = spec.engine.tensor_parallel_size
-    return EngineConfig(**d.model_dump(), tensor_parallel_size=tp if tp > 1 else None)
+    knobs = spec.engine.defaults.model_dump()
+    tp = knobs["tensor_parallel_size"] or spec.engine.tensor_parallel_size
+    return EngineConfig(**{**knobs, "tensor_parallel_size": tp if tp > 1 else None})
 
 
 #: the knobs the sampler draws, in the knob table's order
@@ -268,6 +324,18 @@ def tuned_config(spec: StudySpec) -> EngineConfig | None:
         return None
     knobs = {k: v for k, v in spec.tuned.model_dump().items() if v is not None}
     return stock_config(spec).with_values(**knobs)
+
+
+def baseline_config(role: str, spec: StudySpec, base: EngineConfig | None = None) -> EngineConfig | None:
+    """What a baseline trial runs: ``stock`` the stock configuration, ``reference`` the spec's tuned
+    one, ``tuned`` the stage's tuned configuration (``base``); None for a role that has none."""
+    if role == "stock":
+        return stock_config(spec)
+    if role == "reference":
+        return tuned_config(spec)
+    if role == "tuned":
+        return base
+    return None
 
 
 def sample(

@@ -22,7 +22,7 @@ import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,7 +45,8 @@ from nova_search.loadgen.reference import collect_outputs, reference_prompts
 from nova_search.loadgen.runner import LevelPlan, PromptStream, take
 from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import HEADLINE, LevelResult, RequestSLO, combine_repeats, summarize
-from nova_search.space import Facts, incompatibilities, sample, stock_config, tuned_config
+from nova_search.placement import server_gpus
+from nova_search.space import Facts, baseline_config, incompatibilities, sample
 from nova_search.spec import StudySpec
 
 #: how a server that never came up failed, when the configuration is to blame (the same launch fails
@@ -127,17 +128,12 @@ def choose_config(
     trial: optuna.Trial, spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None
 ) -> EngineConfig:
     role = schema.ROLE.read(trial.user_attrs)
-    if role == "stock":
-        return stock_config(spec)
-    if role == "reference":
-        reference = tuned_config(spec)
-        if reference is None:
-            raise TrialFailure("internal", "a reference trial needs the spec's tuned configuration")
-        return reference
-    if role == "tuned":
-        if base is None:
-            raise TrialFailure("internal", "a tuned baseline trial needs the stage's tuned configuration")
-        return base
+    if role in ("stock", "reference", "tuned"):
+        config = baseline_config(role, spec, base)
+        if config is None:
+            whose = "the spec's" if role == "reference" else "the stage's"
+            raise TrialFailure("internal", f"a {role} baseline trial needs {whose} tuned configuration")
+        return config
     return sample(trial, spec, stage, base)
 
 
@@ -151,6 +147,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         "sample a trial in",
     )
     _set(trial, ctx, schema.CONFIG, config)
+    ctx = replace(ctx, gpus=server_gpus(ctx.gpus, config))  # from here on: what the server is given
     _set(trial, ctx, schema.WORKER, schema.WorkerTag(ctx.worker, ctx.gpus))
     ctx.reporter.trial_started(trial.number, config.label())
 

@@ -10,6 +10,8 @@ can hold the budget lock (``db.StorageLock``) around "count, then ask". It cover
   never ran; the ask and its first heartbeat are retried apart, so a lost heartbeat never asks again;
 - every storage call is retried through a database restart (``db.retrying``): start-up, ask, the
   sampler's suggest calls, attributes, heartbeats, tell;
+- a worker's GPUs are split into slots (``placement``); a queued trial that needs more GPUs than a
+  slot holds is left for a worker that has them, and a new one never draws such a tensor_parallel_size;
 - once the budget is used up, a worker stays while trials still run anywhere: one may belong to a
   dead worker, and someone must run its retry;
 - an interrupt (SIGINT, SIGTERM) stops the running servers; the trial ends FAIL ``interrupted``, and a
@@ -52,8 +54,9 @@ from nova_search.db import (
     storage_retry_s,
 )
 from nova_search.engine.command import unresolved_references
-from nova_search.errors import EngineError, SpecError, TrialFailure
+from nova_search.errors import EngineError, TrialFailure
 from nova_search.metrics import LevelResult
+from nova_search.placement import FittingSampler, NoSlot, Placement, ask_fitting, place, queued_gpus
 from nova_search.space import host_facts
 from nova_search.spec import StudySpec
 from nova_search.stages import stage_plan
@@ -63,6 +66,8 @@ from nova_search.trial import NullReporter, Reporter, TrialContext, run_trial
 log = logging.getLogger("nova_search")
 
 TrialDone = Callable[[optuna.Study, FrozenTrial], None]
+#: whether a queued trial fits this worker's slots
+Fits = Callable[[FrozenTrial], bool]
 
 
 @dataclass
@@ -114,25 +119,18 @@ def run_stages(study_name: str, storage_url: str, opts: WorkerOptions) -> tuple[
         left = None if opts.max_trials is None else opts.max_trials - ran
         if left is not None and left <= 0:
             break
-        ran += run_worker(study, spec, replace(opts, max_trials=left))
+        try:
+            ran += run_worker(study, spec, replace(opts, max_trials=left))
+        except NoSlot as e:
+            if i == 0:
+                raise
+            log.warning("%s: this worker stops here, the others go on", e)
+            break
         if not retrying(
             lambda st=stage, s=study: stage_done(s, spec, st), window, "read the stage's trials in"
         ):
             break  # stopped by --max-trials, --stop-after or an interrupt
     return study, ran
-
-
-def slots_for(gpus: tuple[int, ...], tensor_parallel_size: int) -> list[tuple[int, ...]]:
-    """Split the worker's GPUs into groups of tensor_parallel_size: one trial runs on each group."""
-    if not gpus:
-        return [()]
-    if len(gpus) < tensor_parallel_size:
-        raise SpecError(
-            f"--gpus {','.join(map(str, gpus))}: engine.tensor_parallel_size is {tensor_parallel_size}, "
-            f"so a trial needs at least {tensor_parallel_size} GPUs"
-        )
-    n = len(gpus) // tensor_parallel_size
-    return [gpus[i * tensor_parallel_size : (i + 1) * tensor_parallel_size] for i in range(n)]
 
 
 @dataclass
@@ -176,7 +174,6 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     # nova's loop records heartbeats and fails stale trials itself (see _run_slot), on purpose
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with")
-    groups = slots_for(opts.gpus, spec.engine.tensor_parallel_size)
     missing = unresolved_references(spec.engine.env, os.environ)
     if missing:
         raise EngineError(
@@ -186,13 +183,17 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     storage = rdb_storage(study)
     store = LevelStore(storage.url, retry_window_s=opts.storage_retry_s)
     retrying(store.check_ready, opts.storage_retry_s, "check nova's tables in")
-    facts = host_facts(spec, opts.gpus)
     attrs = retrying(lambda: study.user_attrs, opts.storage_retry_s, "read the study in")
     tuned = schema.BASE.read(attrs)
+    stage, base_config = schema.stage_of(attrs), tuned.config if tuned else None
+    placement = place(opts.gpus, spec, stage, base_config)
+    if placement.fitting is not None:  # tensor_parallel_size is drawn only among what fits a slot
+        study.sampler = FittingSampler(study.sampler, placement.fitting)
+    facts = replace(host_facts(spec, opts.gpus), gpu_count=placement.size)
     artifacts_root = Path(opts.artifacts_dir or spec.artifacts_dir)
     base = TrialContext(
-        stage=schema.stage_of(attrs),
-        base_config=tuned.config if tuned else None,
+        stage=stage,
+        base_config=base_config,
         spec=spec,
         study_name=study.study_name,
         facts=facts,
@@ -204,7 +205,7 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
         storage_retry_s=opts.storage_retry_s,
     )
     try:
-        return _run_groups(study, spec, opts, base, groups)
+        return _run_groups(study, spec, opts, base, placement)
     finally:
         store.close()
 
@@ -214,13 +215,14 @@ def _run_groups(
     spec: StudySpec,
     opts: WorkerOptions,
     base: TrialContext,
-    groups: list[tuple[int, ...]],
+    placement: Placement,
 ) -> int:
     cancel = base.cancel
+    groups = placement.slots
     counter, counter_lock = [0], threading.Lock()
     if len(groups) == 1:
         try:
-            _run_slot(study, spec, replace(base, gpus=groups[0]), opts, counter, counter_lock)
+            _run_slot(study, spec, replace(base, gpus=groups[0]), opts, placement, counter, counter_lock)
         except KeyboardInterrupt:
             cancel.set()
             raise
@@ -229,7 +231,7 @@ def _run_groups(
 
     def slot(group: tuple[int, ...]) -> None:
         try:
-            _run_slot(study, spec, replace(base, gpus=group), opts, counter, counter_lock)
+            _run_slot(study, spec, replace(base, gpus=group), opts, placement, counter, counter_lock)
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
 
@@ -328,21 +330,23 @@ def requeue_orphan(study: optuna.Study, t: FrozenTrial) -> None:
     )
 
 
-def _ask_locked(study: optuna.Study, lock: StorageLock, budget: int) -> optuna.Trial | None:
-    """Count, then ask, under the lock."""
+def _ask_locked(
+    study: optuna.Study, lock: StorageLock, budget: int, fits: Fits | None = None
+) -> optuna.Trial | None:
+    """Count, then ask, under the lock: the first queued trial that ``fits`` this worker, else a new one."""
     with lock:
         if count_toward_budget(study.get_trials(deepcopy=False)) >= budget:
             return None
-        return study.ask()
+        return study.ask() if fits is None else ask_fitting(study, fits)
 
 
 def _ask_within_budget(
-    study: optuna.Study, lock: StorageLock, budget: int, window: float = 0.0
+    study: optuna.Study, lock: StorageLock, budget: int, window: float = 0.0, fits: Fits | None = None
 ) -> optuna.Trial | None:
     """Count, then ask, under the lock; the trial's first heartbeat is recorded at once. Each is
     retried on its own (for ``window`` seconds): a heartbeat write cut by the network must not ask
     again and leave the first trial an orphan."""
-    trial = retrying(lambda: _ask_locked(study, lock, budget), window, "ask for a trial in")
+    trial = retrying(lambda: _ask_locked(study, lock, budget, fits), window, "ask for a trial in")
     if trial is not None:
         storage = rdb_storage(study)
         retrying(lambda: storage.record_heartbeat(trial._trial_id), window, "record a heartbeat in")
@@ -354,6 +358,7 @@ def _run_slot(
     spec: StudySpec,
     ctx: TrialContext,
     opts: WorkerOptions,
+    placement: Placement,
     counter: list[int],
     counter_lock: threading.Lock,
 ) -> None:
@@ -362,6 +367,10 @@ def _run_slot(
     window = opts.storage_retry_s
     budget = spec.budget.for_stage(ctx.stage) if ctx.stage != "joint" else spec.budget.n_trials
     stop = ctx.cancel
+
+    def fits(t: FrozenTrial) -> bool:
+        return placement.fits(queued_gpus(t, spec, ctx.stage, ctx.base_config))
+
     while not stop.is_set():
         if opts.deadline is not None and time.monotonic() >= opts.deadline:
             log.info("--stop-after reached: no new trial is started here")
@@ -372,7 +381,7 @@ def _run_slot(
             counter[0] += 1
         retrying(lambda: fail_stale_trials(study), window, "check for stale trials in")
         retrying(lambda: fail_orphans(study, storage), window, "check for orphaned trials in")
-        trial = _ask_within_budget(study, lock, budget, window)
+        trial = _ask_within_budget(study, lock, budget, window, fits)
         if trial is None:
             with counter_lock:
                 counter[0] -= 1

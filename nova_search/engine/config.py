@@ -106,7 +106,10 @@ class EngineConfig:
     attention_backend: str | None = _knob("--attention-backend", "FLASH_ATTN, FLASHINFER, TRITON_ATTN, ...")
     max_model_len: int | None = _knob("--max-model-len", "context length (prompt + output)", ge=16, le=2**24)
     tensor_parallel_size: int | None = _knob(
-        "--tensor-parallel-size", "GPUs one server shards the model over", ge=1, le=64, in_space=False
+        "--tensor-parallel-size",
+        "GPUs one server shards the model over (a worker gives it the first this many GPUs of its slot)",
+        ge=1,
+        le=64,
     )
     speculative: SpeculativeConfig | None = _knob(
         "--speculative-config", "the drafter (space.speculative)", kind="json", in_space=False

@@ -60,7 +60,8 @@ class EngineSpec(StrictModel):
     device: Literal["cuda", "cpu"] = "cuda"
     #: the address servers bind to: loopback unless a node must be reached from elsewhere
     host: str = "127.0.0.1"
-    #: GPUs one server shards the model over (a worker runs one trial per group of this many GPUs)
+    #: GPUs one server shards the model over, unless the space searches it (space.tensor_parallel_size);
+    #: a worker runs one trial per group of this many GPUs
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)
     #: extra environment for every server; ``${NAME}`` / ``${NAME:-default}`` is read from the worker's
     #: environment at launch (secrets go that way: the spec is stored with the study). The server
@@ -85,6 +86,11 @@ class EngineSpec(StrictModel):
             raise ValueError("give engine.python or engine.command, not both")
         if self.command is not None and not self.command:
             raise ValueError("engine.command must not be empty")
+        if "tensor_parallel_size" in self.model_fields_set and self.defaults.tensor_parallel_size is not None:
+            raise ValueError(
+                "give engine.tensor_parallel_size or engine.defaults.tensor_parallel_size, not both "
+                "(they are the same setting)"
+            )
         for flag in ("--api-key", "--port", "--host"):
             if any(a == flag or a.startswith(flag + "=") for a in self.extra_args):
                 raise ValueError(f"extra_args must not set {flag}: nova-search sets it per trial")

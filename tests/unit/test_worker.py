@@ -20,8 +20,10 @@ from nova_search import study as nova_study
 from nova_search.db import count_toward_budget, open_storage, retrying
 from nova_search.db.errors import is_transient, storage_error
 from nova_search.engine.config import EngineConfig
-from nova_search.errors import SpecError, StorageError, TrialFailure
+from nova_search.errors import StorageError, TrialFailure
+from nova_search.placement import NoSlot, server_gpus
 from nova_search.spec import parse_spec
+from nova_search.trial import choose_config
 from tests.support.specs import fake_spec_dict
 
 
@@ -141,12 +143,50 @@ def test_signals_are_deferred_while_an_outcome_is_recorded():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_slots_split_the_gpus_by_tensor_parallel_size():
-    assert worker.slots_for((), 1) == [()]
-    assert worker.slots_for((0, 1, 2, 3), 2) == [(0, 1), (2, 3)]
-    assert worker.slots_for((0, 1, 2), 2) == [(0, 1)]
-    with pytest.raises(SpecError, match="needs at least 2 GPUs"):
-        worker.slots_for((0,), 2)
+def test_a_tp2_trial_never_starts_on_a_one_gpu_worker_and_waits_for_a_worker_with_two(
+    url, monkeypatch, tmp_path
+):
+    """tensor_parallel_size searched over 1 and 2, and a queued trial fixed at 2 (as a dead worker's
+    retry is): the 1-GPU worker draws only TP 1 and leaves the queued trial WAITING, costing no budget;
+    the 2-GPU worker takes it and gives its server both GPUs."""
+    raw = fake_spec_dict(5)
+    raw["space"]["tensor_parallel_size"] = {"choices": [1, 2]}
+    spec = parse_spec(raw)
+    nova_study.create(spec, url, "w")
+    study, spec = nova_study.load("w", url)
+    study.enqueue_trial({"tensor_parallel_size": 2})
+    ran: list[tuple[int, int, tuple[int, ...]]] = []
+
+    def fake_run(trial, ctx):
+        config = choose_config(trial, ctx.spec, ctx.stage, ctx.base_config)  # the real sampling path
+        ran.append((trial.number, config.gpus, server_gpus(ctx.gpus, config)))
+        return [float(config.max_num_seqs or 1), 1.0]
+
+    monkeypatch.setattr(worker, "run_trial", fake_run)
+    one = worker.WorkerOptions(gpus=(7,), max_trials=4, artifacts_dir=str(tmp_path / "a"))
+    assert worker.run_worker(study, spec, one) == 4
+    assert [(tp, gpus) for _, tp, gpus in ran] == [(1, (7,))] * 4
+    queued = study.get_trials(states=(TrialState.WAITING,))
+    assert [t.number for t in queued] == [0]  # still queued, not counted
+    assert count_toward_budget(study.get_trials()) == 4
+    ran.clear()
+    study, spec = nova_study.load("w", url)
+    two = worker.WorkerOptions(gpus=(0, 1), artifacts_dir=str(tmp_path / "a"))
+    assert worker.run_worker(study, spec, two) == 1
+    assert ran == [(0, 2, (0, 1))]
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 5 and count_toward_budget(trials) == 5
+
+
+def test_a_worker_whose_gpus_fit_no_trial_refuses_to_start(url, tmp_path):
+    raw = fake_spec_dict(2)
+    raw["space"]["tensor_parallel_size"] = 2
+    spec = parse_spec(raw)
+    nova_study.create(spec, url, "w")
+    study, spec = nova_study.load("w", url)
+    with pytest.raises(NoSlot, match="--gpus 3: trials of stage joint launch tensor_parallel_size 2"):
+        worker.run_worker(study, spec, worker.WorkerOptions(gpus=(3,), artifacts_dir=str(tmp_path / "a")))
+    assert study.get_trials() == []
 
 
 def test_retrying_waits_out_a_transient_error_and_gives_up_after_its_window():

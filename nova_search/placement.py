@@ -1,0 +1,218 @@
+"""Which GPUs a trial gets on a worker, and which tensor-parallel sizes a worker may draw.
+
+A worker owns a GPU set (``--gpus``). The tensor-parallel sizes a stage's trials may launch
+(``tp_values``: the space's ``tensor_parallel_size``, else the engine's, and the baselines') decide its
+*slot size*: the largest of them that fits the set. The worker splits its GPUs into slots of that size
+and runs one trial per slot at a time; a trial's server gets the first ``tensor_parallel_size`` GPUs of
+its slot (``server_gpus``, through ``CUDA_VISIBLE_DEVICES``). Slots do not overlap and a slot runs one
+server at a time, so every GPU serves at most one server at a time. With a fixed TP this is what it
+always was: one trial per group of TP GPUs, side by side.
+
+A trial whose TP does not fit the worker is never started there:
+
+- a new trial never *draws* it: ``FittingSampler`` keeps the study's one distribution of
+  ``tensor_parallel_size`` (every trial's record stays comparable, and the sampler learns from every
+  worker's trials) and draws only values that fit, as Optuna's ``PartialFixedSampler`` fixes one;
+- a queued trial whose configuration is already fixed (a baseline, a dead worker's retry) is left
+  WAITING for a worker that fits it (``queued_gpus``; the worker's ask skips it), so it costs no budget.
+
+A worker whose GPU set fits none of the sizes its stage draws refuses to start (``NoSlot``). Without
+``--gpus`` a worker manages no GPUs: one slot, any size drawn, the server sees every GPU.
+
+Pure functions of the spec and the worker's GPU set, apart from the sampler wrapper and the ask.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from nova_search import schema
+from nova_search.db import rdb_storage
+from nova_search.engine.config import EngineConfig
+from nova_search.errors import SpecError
+from nova_search.space import baseline_config, stock_config
+from nova_search.spec import IntChoices, IntRange, StudySpec
+
+log = logging.getLogger("nova_search")
+
+TP = "tensor_parallel_size"
+
+
+class NoSlot(SpecError):
+    """The worker's GPU set fits none of the tensor-parallel sizes its stage draws."""
+
+
+def sampled_tp(spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None) -> tuple[int, ...]:
+    """The tensor-parallel sizes a stage's sampled trials may launch: the speculative stage keeps its
+    tuned configuration's; otherwise the space's ``tensor_parallel_size``, else the stock one."""
+    if stage == "speculative" and base is not None:
+        return (base.gpus,)
+    p = spec.space.tensor_parallel_size
+    if p is None:
+        return (stock_config(spec).gpus,)
+    if isinstance(p, IntRange):
+        return tuple(range(p.low, p.high + 1, p.step))
+    if isinstance(p, IntChoices):
+        return tuple(sorted(set(p.choices)))
+    return (int(p),)
+
+
+def tp_values(spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None) -> tuple[int, ...]:
+    """Every tensor-parallel size a stage's trials may launch: the sampled ones and the baselines'."""
+    roles = ("tuned",) if stage == "speculative" else (*spec.baselines, "reference")
+    fixed = {c.gpus for r in roles if (c := baseline_config(r, spec, base)) is not None}
+    return tuple(sorted({*sampled_tp(spec, stage, base), *fixed}))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A worker's slots, and the tensor-parallel sizes it may draw (None: any, no GPU set given)."""
+
+    slots: tuple[tuple[int, ...], ...]
+    #: GPUs a slot holds; None without a GPU set
+    size: int | None
+    #: the sampled sizes this worker draws from; None: all of them (no GPU set, or they all fit)
+    fitting: tuple[int, ...] | None
+
+    def fits(self, gpus: int | None) -> bool:
+        """Whether a trial needing ``gpus`` GPUs (None: drawn here, so it fits) can run in a slot."""
+        return gpus is None or self.size is None or gpus <= self.size
+
+
+def place(
+    gpus: Sequence[int], spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None
+) -> Placement:
+    """Split a worker's GPU set into slots for a stage's trials; raises NoSlot (naming --gpus and the
+    sizes) when the set fits none of the sizes the stage draws."""
+    gpus = tuple(gpus)
+    if not gpus:
+        return Placement(slots=((),), size=None, fitting=None)
+    if len(set(gpus)) != len(gpus):
+        raise SpecError(f"--gpus {','.join(map(str, gpus))}: a GPU is listed twice (one server a GPU)")
+    drawn = sampled_tp(spec, stage, base)
+    fitting = tuple(v for v in drawn if v <= len(gpus))
+    if not fitting:
+        source = "the tuned configuration" if stage == "speculative" else "space / engine"
+        raise NoSlot(
+            f"--gpus {','.join(map(str, gpus))}: trials of stage {stage} launch tensor_parallel_size "
+            f"{' or '.join(map(str, drawn))} ({source}), so a worker needs at least {min(drawn)} GPUs; "
+            f"this one has {len(gpus)}"
+        )
+    size = max(v for v in tp_values(spec, stage, base) if v <= len(gpus))
+    slots = tuple(gpus[i * size : (i + 1) * size] for i in range(len(gpus) // size))
+    return Placement(slots=slots, size=size, fitting=None if fitting == drawn else fitting)
+
+
+def server_gpus(slot: tuple[int, ...], config: EngineConfig) -> tuple[int, ...]:
+    """The GPUs a trial's server is given: the first ``tensor_parallel_size`` of its slot."""
+    return slot[: config.gpus]
+
+
+def queued_gpus(
+    trial: FrozenTrial, spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None
+) -> int | None:
+    """The GPUs a queued trial needs, known before it runs: a baseline's configuration, a retry's or an
+    enqueued trial's fixed ``tensor_parallel_size``, the speculative stage's tuned one; None when it is
+    drawn when the trial runs (``FittingSampler`` keeps it inside the worker's slot)."""
+    role = schema.ROLE.read(trial.user_attrs)
+    if role is not None:
+        config = baseline_config(role, spec, base)
+        return config.gpus if config is not None else None
+    if stage == "speculative" and base is not None:
+        return base.gpus
+    fixed = trial.system_attrs.get("fixed_params")
+    value = trial.params.get(TP, fixed.get(TP) if isinstance(fixed, dict) else None)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _values(distribution: BaseDistribution) -> list[Any]:
+    if isinstance(distribution, CategoricalDistribution):
+        return list(distribution.choices)
+    if isinstance(distribution, IntDistribution):
+        return list(range(distribution.low, distribution.high + 1, distribution.step))
+    return []
+
+
+def ask_fitting(study: optuna.Study, fits: Callable[[FrozenTrial], bool]) -> optuna.Trial:
+    """``study.ask()``, except that a queued (WAITING) trial that does not fit this worker is left in
+    the queue for one that it fits, where ``ask`` would pop the first one whatever it needs. The same
+    steps as ``ask``: a worker that holds the budget lock is the only one popping."""
+    storage = rdb_storage(study)
+    waiting = storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,))
+    left = [t for t in waiting if not fits(t)]
+    if not left:
+        return study.ask()
+    log.info("queued trial(s) %s need more GPUs than this worker's slots hold", [t.number for t in left])
+    study._thread_local.cached_all_trials = None  # as ask does: the sampler must see every trial
+    for t in waiting:
+        try:
+            if fits(t) and storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
+                return optuna.Trial(study, t._trial_id)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # finished meanwhile (told by a worker that lost its answer): as ask skips it
+    return optuna.Trial(study, storage.create_new_trial(study._study_id))
+
+
+class FittingSampler(optuna.samplers.BaseSampler):
+    """The study's sampler, with ``tensor_parallel_size`` drawn only among ``allowed``.
+
+    The parameter keeps the study's distribution and is drawn apart from the joint (relative) sample,
+    as Optuna's ``PartialFixedSampler`` does for a fixed one. One allowed value is taken as it is;
+    among several, the study's sampler proposes and a proposal that does not fit is drawn again (its
+    proposal restricted to what fits), up to ``tries`` times, then the trial takes one in turn."""
+
+    def __init__(self, base: optuna.samplers.BaseSampler, allowed: Sequence[int], tries: int = 32) -> None:
+        self.base = base
+        self.allowed = tuple(allowed)
+        self.tries = tries
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        space = self.base.infer_relative_search_space(study, trial)
+        return {k: v for k, v in space.items() if k != TP}
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        # a grouped TPE samples its groups whatever the search space says: TP is drawn on its own
+        params = self.base.sample_relative(study, trial, search_space)
+        return {k: v for k, v in params.items() if k != TP}
+
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        if param_name != TP:
+            return self.base.sample_independent(study, trial, param_name, param_distribution)
+        fits = [v for v in _values(param_distribution) if v in self.allowed]
+        if not fits:
+            raise SpecError(f"{TP}: none of the values drawn fits this worker's slot")
+        if len(fits) == 1:
+            return fits[0]
+        for _ in range(self.tries):
+            value = self.base.sample_independent(study, trial, param_name, param_distribution)
+            if value in fits:
+                return value
+        return fits[trial.number % len(fits)]
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.base.before_trial(study, trial)
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        state: optuna.trial.TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
