@@ -1,4 +1,4 @@
-"""Commands that set a study up and run it: run, create, worker, db, bench, validate, tiny-model.
+"""Commands that set a study up and run it: run, create, worker, node, db, bench, validate, tiny-model.
 
 Precedence, lowest first: defaults < environment (NOVA_STORAGE, NOVA_ENGINE_PYTHON) < spec file <
 flags (--set, --storage, --study-name, --n-trials).
@@ -46,7 +46,10 @@ NOTHING_MEASURED = 3
 
 
 def _parse_gpus(text: str | None) -> tuple[int, ...]:
-    return parse_ints(text, "--gpus", "0,1")
+    gpus = parse_ints(text, "--gpus", "0,1")
+    if len(set(gpus)) != len(gpus):
+        raise SpecError(f"--gpus {text}: a GPU is listed twice (each GPU serves one server at a time)")
+    return gpus
 
 
 def _interrupt_on_sigterm() -> None:
@@ -201,6 +204,61 @@ def worker(
     gpu_ids = guard(lambda: _parse_gpus(gpus))
     _loaded, spec = guard(lambda: load(study, url))
     guard(lambda: _work(study, url, spec, max_trials, gpu_ids, artifacts_dir, stop_after))
+
+
+@app.command()
+def node(
+    study: Annotated[str, typer.Argument(metavar="STUDY", envvar="NOVA_STUDY", help="The study name.")],
+    gpus: Annotated[
+        str, typer.Option("--gpus", envvar="NOVA_GPUS", help="The node's GPUs, split among its workers: 0,1.")
+    ],
+    gpus_per_worker: Annotated[
+        int,
+        typer.Option(
+            "--gpus-per-worker",
+            min=1,
+            help="GPUs each worker owns (1: a worker per GPU; 2 for trials of tensor_parallel_size 2).",
+        ),
+    ] = 1,
+    storage: StorageOpt = None,
+    max_trials: Annotated[
+        int | None, typer.Option("--max-trials", min=1, help="Stop each worker after this many trials.")
+    ] = None,
+    artifacts_dir: ArtifactsOpt = None,
+    stop_after: StopAfterOpt = None,
+    grace: Annotated[
+        float,
+        typer.Option(
+            "--grace", min=1, help="Seconds a stopped worker has to record its trial before it is killed."
+        ),
+    ] = 60.0,
+) -> None:
+    """Run one worker per GPU (or group of GPUs) of this node on one study; Ctrl-C or SIGTERM stops all."""
+    import os
+
+    from nova_search import schema
+    from nova_search.node import NodeWorker, run_node, worker_argv, worker_groups
+    from nova_search.placement import place
+    from nova_search.study import load
+
+    url = storage_url(storage, None)
+    groups = guard(lambda: worker_groups(_parse_gpus(gpus), gpus_per_worker))
+    loaded, spec = guard(lambda: load(study, url))
+    attrs = loaded.user_attrs
+    base = schema.BASE.read(attrs)
+    for group in groups:  # a group that fits no trial of the study is refused here, before any starts
+        guard(lambda g=group: place(g, spec, schema.stage_of(attrs), base.config if base else None))
+    options = [
+        *(["--max-trials", str(max_trials)] if max_trials is not None else []),
+        *(["--artifacts-dir", artifacts_dir] if artifacts_dir else []),
+        *(["--stop-after", str(stop_after)] if stop_after is not None else []),
+    ]
+    workers = [NodeWorker(g, worker_argv(study, g, options)) for g in groups]
+    log_dir = Path(artifacts_dir or spec.artifacts_dir) / study / "node"
+    console.print(f"node: {len(workers)} workers on study {study}: " + "; ".join(w.label for w in workers))
+    # the storage URL (with its password) travels in the environment, never in a worker's argv
+    env = {**os.environ, "NOVA_STORAGE": url}
+    raise typer.Exit(run_node(workers, log_dir, env=env, grace_s=grace))
 
 
 db_app = typer.Typer(help="nova's own tables (alembic). Creating a study runs `db upgrade` itself.")

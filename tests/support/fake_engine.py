@@ -7,17 +7,24 @@ Environment knobs: FAKE_ENGINE_BOOT_S (seconds before it listens, default 0.2), 
 (default 0.002), FAKE_ENGINE_CHILD=1 (also spawn a child process in the same group, like vLLM's
 engine core, to prove group teardown), FAKE_ENGINE_REFUSE=FLAG (exit 1 at boot, with an error in its
 log, when FLAG is in its argv: a configuration the engine cannot run), FAKE_ENGINE_SLOW_WITH=FLAG (4
-times the delays when FLAG is in its argv: a configuration that is plainly worse).
+times the delays when FLAG is in its argv: a configuration that is plainly worse),
+FAKE_ENGINE_RECORD=FILE (append a JSON line when it starts and when SIGTERM stops it: its pid, the
+time, its port, the CUDA_VISIBLE_DEVICES it was given and its --tensor-parallel-size; ``engine_records`` reads
+them back as one ``EngineLife`` per server).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 from tests.support.standin import StandinOptions, _serve
 
@@ -28,8 +35,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--served-model-name", default=None)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
+    p.add_argument("--tensor-parallel-size", type=int, default=1)
     args, _ignored = p.parse_known_args(argv)
     given = sys.argv[1:] if argv is None else argv
+    record = os.environ.get("FAKE_ENGINE_RECORD") or None
+    if record:
+        _record(record, "start", args.port, args.tensor_parallel_size)
+
+        def stopped(signum: int, frame: object) -> None:
+            _record(record, "stop", args.port, args.tensor_parallel_size)
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, stopped)
     refuse = os.environ.get("FAKE_ENGINE_REFUSE") or None
     if refuse and refuse in given:
         print(f"ValueError: fake engine refuses {refuse}", file=sys.stderr, flush=True)
@@ -45,7 +62,50 @@ def main(argv: list[str] | None = None) -> None:
         ttft_s=0.005 * factor,
         itl_s=float(os.environ.get("FAKE_ENGINE_ITL_S") or "0.002") * factor,
     )
-    asyncio.run(_serve(options, args.host, args.port, False))
+    asyncio.run(_serve(options, args.host, args.port, False))  # until SIGTERM or SIGINT
+    if record:
+        _record(record, "stop", args.port, args.tensor_parallel_size)
+
+
+def _record(path: str, event: str, port: int, tp: int) -> None:
+    row = {
+        "event": event,
+        "pid": os.getpid(),
+        "port": port,
+        "t": time.time(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "tensor_parallel_size": tp,
+    }
+    with open(path, "a") as f:  # one short write a line: lines of several servers never interleave
+        f.write(json.dumps(row) + "\n")
+
+
+@dataclass(frozen=True)
+class EngineLife:
+    """One stand-in server as FAKE_ENGINE_RECORD saw it: the GPUs it was given, its TP, when it ran
+    (``stop`` None: it never got SIGTERM, e.g. killed)."""
+
+    pid: int
+    port: int
+    gpus: tuple[int, ...] | None
+    tensor_parallel_size: int
+    start: float
+    stop: float | None
+
+
+def engine_records(path: Path) -> list[EngineLife]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    stops = {r["pid"]: r["t"] for r in rows if r["event"] == "stop"}
+    out = []
+    for r in rows:
+        if r["event"] == "start":
+            cuda = r["cuda_visible_devices"]
+            gpus = tuple(int(g) for g in cuda.split(",")) if cuda is not None else None
+            life = EngineLife(
+                r["pid"], r["port"], gpus, r["tensor_parallel_size"], r["t"], stops.get(r["pid"])
+            )
+            out.append(life)
+    return out
 
 
 if __name__ == "__main__":

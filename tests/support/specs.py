@@ -23,6 +23,7 @@ FAKE_ENGINE_ENV = {
         ("FAKE_ENGINE_CHILD", ""),
         ("FAKE_ENGINE_REFUSE", ""),
         ("FAKE_ENGINE_SLOW_WITH", ""),
+        ("FAKE_ENGINE_RECORD", ""),
     )
 }
 

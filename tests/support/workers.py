@@ -27,6 +27,40 @@ def worker(url: str, tmp_path: Path, name: str = "dist", *args: str, **env: str)
     )  # fmt: skip
 
 
+def node(url: str, tmp_path: Path, name: str = "dist", *args: str, **env: str) -> subprocess.Popen[str]:
+    """``nova-search node NAME`` (the storage in NOVA_STORAGE) in the background, output to its pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "nova_search", "node", name, "--artifacts-dir", str(tmp_path / "artifacts"),
+         *args],
+        cwd=REPO,
+        env={**os.environ, "NOVA_STORAGE": url, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+
+
+def children(pid: int) -> list[int]:
+    """The live (non-zombie) processes whose parent is ``pid``."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (non-zombie) process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def fake_engines() -> list[str]:
     """Live stand-in engines on this machine (and the sleepers some tests start), as ps lines."""
     out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
