@@ -58,12 +58,16 @@ def pareto_table(results: StudyResults) -> Table | None:
     table.add_column("role")
     for o in results.objectives:
         table.add_column(f"{o.name} {'↑' if o.maximize else '↓'}", justify="right")
+    table.add_column("GPUs", justify="right")
+    table.add_column("peak tok/s per GPU", justify="right")
     table.add_column("configuration")
     for t in best:
         table.add_row(
             t.key,
             t.role,
             *(f"{v:.4g}" for v in t.values or ()),
+            str(t.gpus),
+            _fmt(t.peak_throughput_per_gpu),
             (t.config.label() if t.config else "")
             + (
                 f" [client-bound at {', '.join(map(str, t.client_bound_levels))}]"

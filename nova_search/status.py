@@ -38,12 +38,20 @@ class WorkerSeen:
         return f"{self.host} [gpus {','.join(map(str, self.gpus))}]" if self.gpus else self.host
 
 
+#: metrics a server delivers per second: status also gives them per GPU the server held
+PER_GPU_METRICS = ("output_throughput", "total_token_throughput", "request_throughput", "goodput")
+
+
 @dataclass(frozen=True)
 class BestSoFar:
     objective: str
     direction: str
     value: float
     trial_number: int | str
+    #: GPUs the trial's server held (tensor_parallel_size)
+    gpus: int = 1
+    #: ``value`` per GPU, for a throughput (PER_GPU_METRICS); None for any other metric
+    per_gpu: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +118,9 @@ def study_status(
     for o in results.objectives:
         top = best_trials(results, objective=o)
         if top and top[0].values is not None and o.index is not None:
-            best.append(BestSoFar(o.name, o.direction, top[0].values[o.index], top[0].key))
+            t, value = top[0], top[0].values[o.index]
+            per_gpu = value / t.gpus if o.metric in PER_GPU_METRICS else None
+            best.append(BestSoFar(o.name, o.direction, value, t.key, t.gpus, per_gpu))
     tuned = tuned_baseline(results)
 
     durations = [
@@ -199,7 +209,9 @@ def status_lines(st: StudyStatus, now: datetime | None = None) -> list[str]:
         lines.append("best so far (feasible):")
         for b in st.best:
             arrow = "max" if b.direction == "maximize" else "min"
-            lines.append(f"  {b.objective} ({arrow}): {b.value:.4g} (trial {b.trial_number})")
+            gpus = f", {b.gpus} GPUs" if b.gpus > 1 else ""
+            per_gpu = f"; {b.per_gpu:.4g} per GPU" if b.per_gpu is not None else ""
+            lines.append(f"  {b.objective} ({arrow}): {b.value:.4g} (trial {b.trial_number}{gpus}{per_gpu})")
     else:
         lines.append("best so far: no feasible COMPLETE trial yet")
     lines.append(f"tuned baseline: trial {st.tuned}" if st.tuned else "tuned baseline: none yet")

@@ -108,6 +108,10 @@ class TrialRow:
     values: tuple[float, ...] | None
     config: str
     reason: str | None
+    #: GPUs the server held, and its highest output tok/s per server and per GPU
+    gpus: int = 1
+    peak_tok_s: float | None = None
+    peak_tok_s_per_gpu: float | None = None
 
 
 @dataclass(frozen=True)
@@ -302,6 +306,9 @@ def trial_rows(results: StudyResults) -> list[TrialRow]:
             t.values,
             t.config.label() if t.config else "",
             None if t.state == "COMPLETE" else (f"{t.reason or ''}: {t.message or ''}".strip(": ") or None),
+            t.gpus,
+            t.peak_throughput,
+            t.peak_throughput_per_gpu,
         )
         for t in results.trials
     ]

@@ -40,6 +40,9 @@ from nova_search.report.policy import (
     tradeoff_rows,
 )
 
+#: the trial table's columns for the GPUs a server held and its output throughput per server and per GPU
+PER_GPU_HEADERS = ("GPUs", "peak out tok/s", "peak out tok/s per GPU")
+
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
@@ -436,13 +439,23 @@ def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
     trial_rows = []
     for t in data.trials:
         vals = list(t.values) if t.values is not None else [None] * len(names)
-        trial_rows.append([t.number, t.state, t.role, t.feasible, *vals, t.config, t.reason])
+        per_gpu = [t.gpus, t.peak_tok_s, t.peak_tok_s_per_gpu]
+        trial_rows.append([t.number, t.state, t.role, t.feasible, *vals, *per_gpu, t.config, t.reason])
     sections.append(
         _section(
             "All trials",
             [
                 table(
-                    ["trial", "state", "role", "feasible", *names, "configuration", "reason"],
+                    [
+                        "trial",
+                        "state",
+                        "role",
+                        "feasible",
+                        *names,
+                        *PER_GPU_HEADERS,
+                        "configuration",
+                        "reason",
+                    ],
                     trial_rows,
                     "trials",
                 )

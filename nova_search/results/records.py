@@ -103,6 +103,24 @@ class TrialResult:
         return tuple(lv.concurrency for lv in self.levels if getattr(lv, "client_bound", None))
 
     @property
+    def gpus(self) -> int:
+        """GPUs the trial's server held (its tensor_parallel_size; 1 when the configuration is unknown)."""
+        return self.config.gpus if self.config is not None else 1
+
+    @property
+    def peak_throughput(self) -> float | None:
+        """The highest output tok/s of its levels, per server; None without a measured level."""
+        values = [lv.output_throughput for lv in self.levels if lv.output_throughput is not None]
+        return max(values) if values else None
+
+    @property
+    def peak_throughput_per_gpu(self) -> float | None:
+        """``peak_throughput`` per GPU the server held: what a GPU of this configuration delivers, the
+        figure that compares a tensor-parallel server with one on a single GPU."""
+        peak = self.peak_throughput
+        return None if peak is None else peak / self.gpus
+
+    @property
     def duration_s(self) -> float | None:
         if self.datetime_start is None or self.datetime_complete is None:
             return None

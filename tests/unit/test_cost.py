@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from rich.console import Console
 
+from nova_search.progress import pareto_table
 from nova_search.report.dashboard import study_note_markdown
 from nova_search.report.data import build_report_data
 from nova_search.report.html import render_html
@@ -64,3 +66,22 @@ def test_status_report_dashboard_note_and_dump_show_it() -> None:
     page = render_html(build_report_data(s))
     assert "Search cost: where the GPU time went" in page and "failed boots" in page
     assert study_dict(s)["gpu_time_s"] == {"windows": 30.0, "boot": 80.0, "failed_boot": 40.0, "other": 10.0}
+
+
+def test_throughput_is_reported_per_gpu_as_well_as_per_server() -> None:
+    """A TP=2 server that delivers 1.5x a single-GPU one leads per server and trails per GPU: status,
+    the report's trial table and the final Pareto table give both."""
+    one = launched(0, 60.0, 30.0, 100.0, tok_s=1000.0)
+    two = launched(1, 60.0, 30.0, 100.0, tp=2, tok_s=1500.0)
+    assert (one.gpus, one.peak_throughput, one.peak_throughput_per_gpu) == (1, 1000.0, 1000.0)
+    assert (two.gpus, two.peak_throughput, two.peak_throughput_per_gpu) == (2, 1500.0, 750.0)
+    results = study(one, two)
+    lines = status_lines(study_status(results))
+    assert "  output_throughput@best (max): 1500 (trial 1, 2 GPUs; 750 per GPU)" in lines
+    rows = {r.number: r for r in build_report_data(results).trials}
+    assert (rows["1"].gpus, rows["1"].peak_tok_s, rows["1"].peak_tok_s_per_gpu) == (2, 1500.0, 750.0)
+    assert "peak out tok/s per GPU" in render_html(build_report_data(results))
+    console = Console(record=True, width=200)
+    console.print(pareto_table(results))
+    text = console.export_text()
+    assert "peak tok/s per GPU" in text and "750" in text
