@@ -4,10 +4,15 @@ committed runs, so every figure in it can be traced to a run."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results" / "crosscheck-h200"
@@ -53,3 +58,22 @@ def test_a_run_without_its_partner_is_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     assert r.returncode != 0
     assert "not the second run" in r.stderr
+
+
+def test_the_committed_request_rows_are_the_runs_they_name() -> None:
+    """Each requests/*.jsonl.gz (one run's every request) holds that run's requests: its count, and
+    the median TTFT the run reported in runs.jsonl."""
+    runs = {
+        (r["shape"]["concurrency"], r["shape"]["num_requests"], r["pair"], r["client"]): r
+        for r in map(json.loads, (RESULTS / "runs.jsonl").read_text().splitlines())
+    }
+    files = sorted((RESULTS / "requests").glob("*.jsonl.gz"))
+    assert len(files) >= 10
+    for path in files:
+        m = re.fullmatch(r"\d+-\d+-c(\d+)-n(\d+)-pair(\d+)-(peer|nova)\.jsonl\.gz", path.name)
+        assert m, path.name
+        run = runs[(int(m[1]), int(m[2]), int(m[3]), m[4])]
+        with gzip.open(path, "rt") as f:
+            rows = [json.loads(line) for line in f]
+        assert len(rows) == run["completed"] and all(r["success"] for r in rows), path.name
+        assert statistics.median(r["ttft_ms"] for r in rows) == pytest.approx(run["ttft_p50_ms"], rel=1e-4)
