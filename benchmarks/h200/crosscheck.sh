@@ -5,6 +5,7 @@
 #   bash benchmarks/h200/crosscheck.sh install     # carry .gpu/p1 (then again with .gpu/p2): the bundle
 #   bash benchmarks/h200/crosscheck.sh serve       # carry .gpu/model: vLLM 0.26.0 on cores 0-7, detached
 #   bash benchmarks/h200/crosscheck.sh measure     # nova vs vllm bench serve on cores 8-15 -> $OUT
+#                                                  (every run's requests in $OUT/requests.tar)
 #
 # The server: the Qwen3-8B shape with dummy weights (.gpu/model, made by .gpu/make_bundle.sh), no API
 # key, max_num_seqs 512 (the c=512 shape runs one full wave), max_model_len 4096 (2048-token prompts),
@@ -69,6 +70,10 @@ case "${1:-}" in
       --out "$OUT/crosscheck-h200" ${SHAPES:+--shapes "$SHAPES"} ${PROCESSES:+--processes "$PROCESSES"} \
       --first-pair "${FIRST_PAIR:-0}" --api-servers "$(cat /tmp/api_servers 2> /dev/null || echo 1)"
     rc=$?
+    # the device returns at most 8 files a call: every run's request rows travel as one tar
+    if [ -d "$OUT/crosscheck-h200/requests" ]; then
+      tar cf "$OUT/requests.tar" -C "$OUT/crosscheck-h200" requests && rm -r "$OUT/crosscheck-h200/requests"
+    fi
     tail -c 200000 /tmp/server.log > "$OUT/server.log"
     exit $rc
     ;;
