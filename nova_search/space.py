@@ -338,6 +338,39 @@ def baseline_config(role: str, spec: StudySpec, base: EngineConfig | None = None
     return None
 
 
+#: vLLM's own cap on its CUDA-graph batch sizes (CompilationConfig.max_cudagraph_capture_size)
+VLLM_GRAPH_CAP = 512
+#: flags in engine.extra_args that set the CUDA-graph sizes (or turn graphs off) themselves
+_GRAPH_FLAGS = ("--max-cudagraph-capture-size", "--cudagraph-capture-sizes", "--enforce-eager")
+
+
+def sweep_graph_size(spec: StudySpec, config: EngineConfig) -> int:
+    """The largest batch, in tokens, the sweep's decode steps make: its highest concurrency x (1 +
+    speculative tokens), on vLLM's stride of capture sizes (8 up to 256, 16 above) and at most 512."""
+    k = config.speculative.num_speculative_tokens if config.speculative else 0
+    size = max(spec.sweep.concurrency) * (1 + k)
+    stride = 8 if size <= 256 else 16
+    return min(VLLM_GRAPH_CAP, size if size < 8 else -(-size // stride) * stride)
+
+
+def with_graph_sizes(spec: StudySpec, config: EngineConfig) -> EngineConfig:
+    """``engine.cuda_graphs: sweep``: the configuration with max_cudagraph_capture_size set from the
+    sweep (``sweep_graph_size``). vLLM's default sizes follow max_num_seqs (up to min(2 x
+    max_num_seqs x (1 + k), 512)) and are part of its compile cache's key, so a searched max_num_seqs
+    made every boot compile again (benchmarks/h200/boot_times.sh). Left as it is with ``vllm``, on the
+    CPU, and where the spec sets the size (space, engine.defaults, tuned, extra_args)."""
+    name = "max_cudagraph_capture_size"
+    given = (
+        getattr(spec.space, name) is not None
+        or getattr(spec.engine.defaults, name) is not None
+        or (spec.tuned is not None and getattr(spec.tuned, name) is not None)
+        or any(a.split("=")[0] in _GRAPH_FLAGS for a in spec.engine.extra_args)
+    )
+    if spec.engine.cuda_graphs != "sweep" or spec.engine.device == "cpu" or given:
+        return config
+    return config.with_values(**{name: sweep_graph_size(spec, config)})
+
+
 def sample(
     trial: Suggester, spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None
 ) -> EngineConfig:

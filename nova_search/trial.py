@@ -46,7 +46,7 @@ from nova_search.loadgen.runner import LevelPlan, PromptStream, take
 from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import HEADLINE, LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.placement import server_gpus
-from nova_search.space import Facts, baseline_config, incompatibilities, sample
+from nova_search.space import Facts, baseline_config, incompatibilities, sample, with_graph_sizes
 from nova_search.spec import StudySpec
 
 #: how a server that never came up failed, when the configuration is to blame (the same launch fails
@@ -133,8 +133,8 @@ def choose_config(
         if config is None:
             whose = "the spec's" if role == "reference" else "the stage's"
             raise TrialFailure("internal", f"a {role} baseline trial needs {whose} tuned configuration")
-        return config
-    return sample(trial, spec, stage, base)
+        return with_graph_sizes(spec, config)
+    return with_graph_sizes(spec, sample(trial, spec, stage, base))
 
 
 def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:

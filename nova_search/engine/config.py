@@ -111,6 +111,13 @@ class EngineConfig:
         ge=1,
         le=64,
     )
+    max_cudagraph_capture_size: int | None = _knob(
+        "--max-cudagraph-capture-size",
+        "largest batch (tokens) CUDA graphs are captured for; part of vLLM's compile-cache key "
+        "(set from the sweep unless given: engine.cuda_graphs)",
+        ge=1,
+        le=2**20,
+    )
     speculative: SpeculativeConfig | None = _knob(
         "--speculative-config", "the drafter (space.speculative)", kind="json", in_space=False
     )

@@ -75,6 +75,12 @@ class EngineSpec(StrictModel):
     #: knob values every trial gets, the stock baseline included, unless the space sets them (what the
     #: machine needs: on a CPU, gpu_memory_utilization)
     defaults: EngineDefaults = Field(default_factory=EngineDefaults)
+    #: which batch sizes vLLM captures CUDA graphs for. ``sweep``: up to the largest batch the sweep
+    #: makes (its highest concurrency x (1 + speculative tokens), at most vLLM's own 512), the same for
+    #: every trial of a drafter length, so vLLM's compile cache (whose key holds the sizes) is reused
+    #: across trials that differ in max_num_seqs. ``vllm``: vLLM's own sizes, which follow max_num_seqs.
+    #: A max_cudagraph_capture_size given in the space, engine.defaults or tuned wins; not on the CPU.
+    cuda_graphs: Literal["sweep", "vllm"] = "sweep"
     #: seconds a server may take to answer /health before the trial ends FAIL (timeout)
     boot_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
     #: seconds between SIGTERM and SIGKILL when a server is stopped

@@ -75,6 +75,7 @@ def test_flag_order_follows_the_table() -> None:
     # given in the reverse of FLAGS order on purpose: argv order must not depend on it
     config = EngineConfig(
         speculative=SpeculativeConfig(method="ngram", num_speculative_tokens=3),
+        max_cudagraph_capture_size=256,
         tensor_parallel_size=2,
         max_model_len=2048,
         attention_backend="FLASH_ATTN",
@@ -97,6 +98,7 @@ def test_flag_order_follows_the_table() -> None:
         "--attention-backend",
         "--max-model-len",
         "--tensor-parallel-size",
+        "--max-cudagraph-capture-size",
         "--speculative-config",
     ]
     assert flags == expected
