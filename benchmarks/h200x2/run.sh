@@ -12,6 +12,8 @@
 #   bash benchmarks/h200x2/run.sh watch 540   # until the budget is met
 #   bash benchmarks/h200x2/run.sh collect     # -> $OUT: status, dump, pg_dump, GPU samples, logs
 #
+# A smoke test instead of the run: `PHASE_A=0 ... start`, then `smoke` (one TP=2 trial in the foreground).
+#
 # Phase A: `nova-search node --gpus 0,1` (two workers of one GPU: only TP=1 fits them), each stopping after
 # MAX_TRIALS_A trials. Phase B: `nova-search worker --gpus 0,1` (one slot of two GPUs) with one TP=2 trial
 # queued, until the budget (studies/h200x2-qwen3-8b.yaml, 10 trials) is met. PostgreSQL 18 comes from the
@@ -59,6 +61,7 @@ case "${1:-}" in
     "$B/psql" -h 127.0.0.1 -p 5433 -U postgres -c "create database nova" || exit 1
     "$B/psql" -h 127.0.0.1 -p 5433 -U postgres -At -c "select version()" | tee -a "$OUT/gpu.txt"
     nova create "$SPEC" || exit 1
+    [ "${PHASE_A:-1}" = 0 ] && exit 0  # PHASE_A=0: the storage and the study only (smoke)
     date +%s > "$W/phase-a.start"
     setsid python3 -m nova_search node "$STUDY" --gpus 0,1 --max-trials "${MAX_TRIALS_A:-4}" --artifacts-dir "$W/artifacts" \
       > "$W/phase-a.log" 2>&1 < /dev/null &
@@ -101,6 +104,20 @@ EOF
     sleep 20
     tail -5 "$W/phase-b.log"
     ;;
+  smoke)
+    # one TP=2 trial on both GPUs, in the foreground (after PHASE_A=0 start): PostgreSQL from the wheel,
+    # NCCL between the two GPUs with multicast off, nova's worker on this machine
+    python3 -c 'import optuna, os
+from nova_search.db import open_storage
+s = optuna.load_study(study_name="h200x2-qwen3-8b", storage=open_storage(os.environ["NOVA_STORAGE"]))
+s.enqueue_trial({"tensor_parallel_size": 2}, skip_if_exists=True)' || exit 1
+    timeout "${SMOKE_S:-220}" python3 -m nova_search worker "$STUDY" --gpus 0,1 --max-trials 1 \
+      --artifacts-dir "$W/artifacts" > "$OUT/smoke.log" 2>&1
+    tail -25 "$OUT/smoke.log"
+    status | tee "$OUT/status.txt"
+    nova dump "$STUDY" > "$OUT/dump.json"
+    find "$W/artifacts" -name '*.log' -exec tail -c 20000 {} + > "$OUT/server-tail.log" 2> /dev/null
+    ;;
   collect)
     status > "$OUT/status.txt"
     nova dump "$STUDY" > "$OUT/dump.json"
@@ -112,7 +129,7 @@ EOF
     ls -la "$OUT"
     ;;
   *)
-    echo "usage: bash benchmarks/h200x2/run.sh install|start|watch [S]|phase-b|collect" >&2
+    echo "usage: bash benchmarks/h200x2/run.sh install|start|watch [S]|phase-b|smoke|collect" >&2
     exit 2
     ;;
 esac
