@@ -210,7 +210,8 @@ def status_lines(st: StudyStatus, now: datetime | None = None) -> list[str]:
         for b in st.best:
             arrow = "max" if b.direction == "maximize" else "min"
             gpus = f", {b.gpus} GPUs" if b.gpus > 1 else ""
-            per_gpu = f"; {b.per_gpu:.4g} per GPU" if b.per_gpu is not None else ""
+            # per GPU only where it differs from per server: a server of several GPUs
+            per_gpu = f"; {b.per_gpu:.4g} per GPU" if b.per_gpu is not None and b.gpus > 1 else ""
             lines.append(f"  {b.objective} ({arrow}): {b.value:.4g} (trial {b.trial_number}{gpus}{per_gpu})")
     else:
         lines.append("best so far: no feasible COMPLETE trial yet")
