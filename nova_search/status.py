@@ -218,5 +218,8 @@ def status_lines(st: StudyStatus, now: datetime | None = None) -> list[str]:
     lines.append(f"tuned baseline: trial {st.tuned}" if st.tuned else "tuned baseline: none yet")
     lines.append(f"ETA: {format_duration(st.eta_s)} ({st.eta_note})")
     lines.append(st.gpu_time.text())
+    held = st.gpu_time.held_text()
+    if held is not None:
+        lines.append(held)
     lines.extend(f"note: {n}" for n in st.notes)
     return lines

@@ -193,12 +193,14 @@ def study_note_markdown(results: StudyResults, policy_markdown: str | None = Non
         states[t.state] = states.get(t.state, 0) + 1
     budget = f" · budget {results.budget_used}/{results.budget}" if results.budget else ""
     objectives = ", ".join(f"`{o.name}` ({o.direction})" for o in results.objectives) or "none"
+    cost = gpu_time(results)
     parts = [
         f"# {results.study_name}",
         f"{len(results.trials)} trials: "
         + (", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none yet")
         + budget
-        + f"  \n**objectives:** {objectives}  \n**{gpu_time(results).text()}**",
+        + f"  \n**objectives:** {objectives}  \n**{cost.text()}**"
+        + (f"  \n{held}" if (held := cost.held_text()) is not None else ""),
     ]
 
     stock, tuned = stock_trial(results), tuned_baseline(results)

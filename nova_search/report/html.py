@@ -339,6 +339,9 @@ def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
 
     g = data.gpu_time
     parts = [f"<p>{html.escape(g.text())}</p>"]
+    held = g.held_text()
+    if held is not None:
+        parts.append(f"<p>{html.escape(held)}</p>")
     if g.total > 0:
         names = {"windows": "inside measurement windows", "boot": "booting", "failed_boot": "failed boots"}
         rows = [[names.get(p, "other"), round(s, 1), f"{g.share(p):.0%}"] for p, s in g.seconds().items()]

@@ -30,6 +30,10 @@ class GpuTime:
     front_trials: int = 0
     #: "GPU time", or "engine time" for a study whose spec runs vLLM's CPU build (engine.device: cpu)
     label: str = "GPU time"
+    #: seconds each GPU (by id, as its worker numbers it) was held by a trial's server, and the span
+    #: from the first trial's start to the last one's end: how busy each GPU was over the study
+    held: tuple[tuple[int, float], ...] = ()
+    span_s: float = 0.0
 
     @property
     def total(self) -> float:
@@ -60,6 +64,13 @@ class GpuTime:
         )
         return f"{self.label}: {self.total:.0f} s ({self.total / 3600:.3g} {self.unit}-h): {parts}{front}"
 
+    def held_text(self) -> str | None:
+        """One line: each GPU's held seconds and their share of the study's span (None: no GPU ids)."""
+        if not self.held or self.span_s <= 0:
+            return None
+        each = ", ".join(f"GPU {g} {s / self.span_s:.0%} ({s:.0f} s)" for g, s in self.held)
+        return f"GPUs held by a server: {each} of the study's {self.span_s:.0f} s"
+
     @property
     def unit(self) -> str:
         return "GPU" if self.label == "GPU time" else "engine"
@@ -89,8 +100,28 @@ def gpu_time(results: StudyResults) -> GpuTime:
             sums[part] += s
     engine = (results.spec or {}).get("engine") if isinstance(results.spec, dict) else None
     on_gpu = not (isinstance(engine, dict) and engine.get("device") == "cpu")  # the spec's default: cuda
+    held, span_s = gpus_held(results)
     return GpuTime(
         **sums,
         front_trials=len(results.pareto()),
         label="GPU time" if on_gpu else "engine time",
+        held=held,
+        span_s=span_s,
     )
+
+
+def gpus_held(results: StudyResults) -> tuple[tuple[tuple[int, float], ...], float]:
+    """Seconds each GPU was held (a trial's server holds its GPUs for the trial's whole run, boot
+    included), by GPU id, and the span of the study's trials; GPUs without ids are not counted."""
+    held: dict[int, float] = {}
+    starts, ends = [], []
+    for t in results.trials:
+        if t.datetime_start is None or t.datetime_complete is None:
+            continue
+        starts.append(t.datetime_start)
+        ends.append(t.datetime_complete)
+        run = t.timing.get("total_s", 0.0)
+        for g in t.worker.gpus if t.worker is not None else ():
+            held[g] = held.get(g, 0.0) + run
+    span = (max(ends) - min(starts)).total_seconds() if starts else 0.0
+    return tuple(sorted(held.items())), span

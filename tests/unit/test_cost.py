@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import pytest
 from rich.console import Console
 
@@ -85,3 +87,29 @@ def test_throughput_is_reported_per_gpu_as_well_as_per_server() -> None:
     console.print(pareto_table(results))
     text = console.export_text()
     assert "peak tok/s per GPU" in text and "750" in text
+
+
+def test_how_busy_each_gpu_was_over_the_study() -> None:
+    """Each GPU's held seconds (every trial's run charged to the GPUs its server held) against the
+    study's span, in status, the report and the dashboard note; nothing where no trial names a GPU."""
+
+    def on(number: int, gpus: tuple[int, ...], start_s: float, run_s: float):
+        return trial(
+            number,
+            [level(1, 100.0)],
+            config={"tensor_parallel_size": len(gpus)},
+            timing={"boot_s": 10.0, "measure_s": 20.0, "total_s": run_s},
+            worker=("x2", gpus),
+            start_s=start_s,
+            took_s=run_s,
+        )
+
+    s = study(on(0, (0,), 0, 100.0), on(1, (1,), 0, 50.0), on(2, (0, 1), 100, 100.0))
+    g = gpu_time(s)
+    assert g.held == ((0, 200.0), (1, 150.0)) and g.span_s == 200.0
+    line = "GPUs held by a server: GPU 0 100% (200 s), GPU 1 75% (150 s) of the study's 200 s"
+    assert g.held_text() == line
+    assert line in status_lines(study_status(s))
+    assert line in study_note_markdown(s)
+    assert html.escape(line) in render_html(build_report_data(s))
+    assert gpu_time(study(launched(0, 80.0, 30.0, 120.0))).held_text() is None
