@@ -12,7 +12,8 @@
 #   bash benchmarks/h200x2/run.sh watch 540   # until the budget is met
 #   bash benchmarks/h200x2/run.sh collect     # -> $OUT: status, dump, pg_dump, GPU samples, logs
 #
-# A smoke test instead of the run: `PHASE_A=0 ... start`, then `smoke` (one TP=2 trial in the foreground).
+# A smoke test instead of the run: `PHASE_A=0 ... start`, then `smoke` (one TP=2 trial in the foreground;
+# a cold TP=2 boot took about 165 s on the x2 machine, benchmarks/results/h200x2-smoke/).
 #
 # Phase A: `nova-search node --gpus 0,1` (two workers of one GPU: only TP=1 fits them), each stopping after
 # MAX_TRIALS_A trials. Phase B: `nova-search worker --gpus 0,1` (one slot of two GPUs) with one TP=2 trial
@@ -108,7 +109,7 @@ case "${1:-}" in
     # one TP=2 trial on both GPUs, in the foreground (after PHASE_A=0 start): PostgreSQL from the wheel,
     # NCCL between the two GPUs with multicast off, nova's worker on this machine
     queue_tp2 || exit 1
-    timeout "${SMOKE_S:-220}" python3 -m nova_search worker "$STUDY" --gpus 0,1 --max-trials 1 \
+    timeout "${SMOKE_S:-360}" python3 -m nova_search worker "$STUDY" --gpus 0,1 --max-trials 1 \
       --artifacts-dir "$W/artifacts" > "$OUT/smoke.log" 2>&1
     tail -25 "$OUT/smoke.log"
     status | tee "$OUT/status.txt"
