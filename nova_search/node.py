@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nova_search.errors import SpecError
+from nova_search.placement import gpu_set
 
 #: prctl(2): deliver a signal to this process when its parent thread dies
 _PR_SET_PDEATHSIG = 1
@@ -40,12 +41,10 @@ INTERRUPTED = 130
 def worker_groups(gpus: Sequence[int], per_worker: int) -> list[tuple[int, ...]]:
     """The node's GPUs split into one group per worker, in order; raises SpecError naming the flags
     when they do not split evenly or a GPU is listed twice."""
-    gpus = tuple(gpus)
+    gpus = gpu_set(gpus)
     listed = ",".join(map(str, gpus))
     if not gpus:
         raise SpecError("--gpus: give the node's GPUs, e.g. 0,1,2,3")
-    if len(set(gpus)) != len(gpus):
-        raise SpecError(f"--gpus {listed}: a GPU is listed twice (each GPU belongs to one worker)")
     if per_worker < 1 or len(gpus) % per_worker:
         raise SpecError(
             f"--gpus-per-worker {per_worker}: must divide the {len(gpus)} GPUs of --gpus {listed} "

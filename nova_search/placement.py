@@ -86,16 +86,24 @@ class Placement:
         return gpus is None or self.size is None or gpus <= self.size
 
 
+def gpu_set(gpus: Sequence[int]) -> tuple[int, ...]:
+    """A worker's (or node's) GPU ids as given; raises SpecError naming --gpus when one is listed twice."""
+    gpus = tuple(gpus)
+    if len(set(gpus)) != len(gpus):
+        raise SpecError(
+            f"--gpus {','.join(map(str, gpus))}: a GPU is listed twice (each GPU serves one server at a time)"
+        )
+    return gpus
+
+
 def place(
     gpus: Sequence[int], spec: StudySpec, stage: str = "joint", base: EngineConfig | None = None
 ) -> Placement:
     """Split a worker's GPU set into slots for a stage's trials; raises NoSlot (naming --gpus and the
     sizes) when the set fits none of the sizes the stage draws."""
-    gpus = tuple(gpus)
+    gpus = gpu_set(gpus)
     if not gpus:
         return Placement(slots=((),), size=None, fitting=None)
-    if len(set(gpus)) != len(gpus):
-        raise SpecError(f"--gpus {','.join(map(str, gpus))}: a GPU is listed twice (one server a GPU)")
     drawn = sampled_tp(spec, stage, base)
     fitting = tuple(v for v in drawn if v <= len(gpus))
     if not fitting:

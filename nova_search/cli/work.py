@@ -40,16 +40,18 @@ GpusOpt = Annotated[
     str | None, typer.Option("--gpus", envvar="NOVA_GPUS", help="GPUs this worker owns, e.g. 0,1.")
 ]
 ArtifactsOpt = Annotated[str | None, typer.Option("--artifacts-dir", help="Where server logs go.")]
+MaxTrialsOpt = Annotated[
+    int | None, typer.Option("--max-trials", min=1, help="Stop a worker after this many trials of its own.")
+]
 
 #: exit code of a worker whose study ended with nothing measured
 NOTHING_MEASURED = 3
 
 
 def _parse_gpus(text: str | None) -> tuple[int, ...]:
-    gpus = parse_ints(text, "--gpus", "0,1")
-    if len(set(gpus)) != len(gpus):
-        raise SpecError(f"--gpus {text}: a GPU is listed twice (each GPU serves one server at a time)")
-    return gpus
+    from nova_search.placement import gpu_set
+
+    return gpu_set(parse_ints(text, "--gpus", "0,1"))
 
 
 def _interrupt_on_sigterm() -> None:
@@ -191,9 +193,7 @@ def worker(
     study: Annotated[str, typer.Argument(metavar="STUDY", envvar="NOVA_STUDY", help="The study name.")],
     storage: StorageOpt = None,
     gpus: GpusOpt = None,
-    max_trials: Annotated[
-        int | None, typer.Option("--max-trials", min=1, help="Stop after this many trials here.")
-    ] = None,
+    max_trials: MaxTrialsOpt = None,
     artifacts_dir: ArtifactsOpt = None,
     stop_after: StopAfterOpt = None,
 ) -> None:
@@ -221,9 +221,7 @@ def node(
         ),
     ] = 1,
     storage: StorageOpt = None,
-    max_trials: Annotated[
-        int | None, typer.Option("--max-trials", min=1, help="Stop each worker after this many trials.")
-    ] = None,
+    max_trials: MaxTrialsOpt = None,
     artifacts_dir: ArtifactsOpt = None,
     stop_after: StopAfterOpt = None,
     grace: Annotated[

@@ -82,7 +82,7 @@ def trial_gpu_time(t: TrialResult) -> dict[str, float]:
     out = dict.fromkeys(PARTS, 0.0)
     if total <= 0:
         return out
-    gpus = t.config.gpus if t.config is not None else 1
+    gpus = t.gpus
     if "boot_s" not in t.timing:
         out["failed_boot"] = total * gpus
         return out

@@ -24,6 +24,7 @@ from nova_search.loadgen.runner import LevelPlan, PromptStream, shares
 from nova_search.loadgen.workload import Message, Prompt, SyntheticSource
 from nova_search.metrics import summarize
 from nova_search.spec import PoissonArrival, WorkloadSpec
+from tests.support.workers import children
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -183,7 +184,7 @@ def test_client_processes_do_not_outlive_an_interrupted_level(standin) -> None:
     # multiprocessing's resource tracker is one process per parent, started on first use and ended
     # with the parent: start it now, so that only the level's own processes are new
     resource_tracker.ensure_running()
-    before = set(_children())
+    before = set(children(os.getpid()))
 
     def interrupt() -> None:
         # wait until the level's client processes are up and streaming, then end the level
@@ -196,18 +197,4 @@ def test_client_processes_do_not_outlive_an_interrupted_level(standin) -> None:
     with pytest.raises(KeyboardInterrupt):
         run_level(Target(srv.base_url, srv.model), plan, processes=2)
     time.sleep(0.5)
-    assert set(_children()) - before == set()
-
-
-def _children() -> list[int]:
-    """Live (non-zombie) child processes of this one, from /proc."""
-    me = os.getpid()
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
+    assert set(children(os.getpid())) - before == set()
