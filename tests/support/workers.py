@@ -16,28 +16,28 @@ from tests.support.specs import FAKE_ENGINE
 
 def worker(url: str, tmp_path: Path, name: str = "dist", *args: str, **env: str) -> subprocess.Popen[str]:
     """``nova-search worker NAME --storage URL`` in the background, output to its stdout pipe."""
+    return _background("worker", name, "--storage", url, *_artifacts(tmp_path), *args, env=env)
+
+
+def node(url: str, tmp_path: Path, name: str = "dist", *args: str, **env: str) -> subprocess.Popen[str]:
+    """``nova-search node NAME`` (the storage in NOVA_STORAGE) in the background, output to its pipe."""
+    return _background("node", name, *_artifacts(tmp_path), *args, env={"NOVA_STORAGE": url, **env})
+
+
+def _artifacts(tmp_path: Path) -> tuple[str, str]:
+    return ("--artifacts-dir", str(tmp_path / "artifacts"))
+
+
+def _background(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``nova-search ARGS`` from the repository, with this environment plus ``env``."""
     return subprocess.Popen(
-        [sys.executable, "-m", "nova_search", "worker", name, "--storage", url, "--artifacts-dir",
-         str(tmp_path / "artifacts"), *args],
+        [sys.executable, "-m", "nova_search", *args],
         cwd=REPO,
         env={**os.environ, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-    )  # fmt: skip
-
-
-def node(url: str, tmp_path: Path, name: str = "dist", *args: str, **env: str) -> subprocess.Popen[str]:
-    """``nova-search node NAME`` (the storage in NOVA_STORAGE) in the background, output to its pipe."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "nova_search", "node", name, "--artifacts-dir", str(tmp_path / "artifacts"),
-         *args],
-        cwd=REPO,
-        env={**os.environ, "NOVA_STORAGE": url, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )  # fmt: skip
+    )
 
 
 def children(pid: int) -> list[int]:
