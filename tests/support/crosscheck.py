@@ -392,10 +392,12 @@ class PeerClient:
         """The worker's CPU seconds so far (``taskset`` execs it: same pid)."""
         return _proc_cpu_s(self._proc.pid)
 
-    def run(self, args: Sequence[str], timeout_s: float = 300.0) -> dict:
+    def run(self, args: Sequence[str], timeout_s: float = 300.0, env: dict[str, str] | None = None) -> dict:
+        """One ``vllm bench serve`` run; ``env`` is set in the worker first (a new server's API key)."""
         proc = self._proc
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(list(args)) + "\n")
+        request = {"args": list(args), "env": env} if env else list(args)
+        proc.stdin.write(json.dumps(request) + "\n")
         proc.stdin.flush()
         while True:  # vLLM's benchmark code prints INFO lines on stdout on a GPU: skip what is not JSON
             line = proc.stdout.readline()

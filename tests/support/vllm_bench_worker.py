@@ -1,13 +1,14 @@
 """vLLM's own serving benchmark (``vllm bench serve``), kept running between runs. Runs in the engine's
 interpreter, not nova's: it imports only vLLM and the standard library.
 
-Each line on stdin is a JSON list of ``vllm bench serve`` arguments; each run answers one JSON line on
-stdout: the benchmark's result (``vllm.benchmarks.serve.main``'s return value, as ``--save-result``
-would write it) plus ``client_cpu_s``, the worker's CPU seconds (``time.process_time``) while the
-benchmark proper ran (its ready check, warmups and measured requests; not the dataset's making), or
-``{"error": ...}``. What the benchmark prints goes to stderr. Importing vLLM takes
-10-20 s on a small machine; a worker pays it once, so runs can be interleaved with another client's
-runs without that cost in between.
+Each line on stdin is a JSON list of ``vllm bench serve`` arguments, or ``{"args": [...], "env":
+{...}}`` to set environment variables first (a new server's API key in OPENAI_API_KEY); each run
+answers one JSON line on stdout: the benchmark's result (``vllm.benchmarks.serve.main``'s return
+value, as ``--save-result`` would write it) plus ``client_cpu_s``, the worker's CPU seconds
+(``time.process_time``) while the benchmark proper ran (its ready check, warmups and measured
+requests; not the dataset's making), or ``{"error": ...}``. What the benchmark prints goes to stderr.
+Importing vLLM takes 10-20 s on a small machine; a worker pays it once, so runs can be interleaved
+with another client's runs without that cost in between.
 
 It calls ``add_cli_args`` and ``main`` itself because the ``vllm`` console script of the CPU build
 fails at start (it looks up the metadata of a distribution named ``vllm``).
@@ -16,6 +17,7 @@ fails at start (it looks up the metadata of a distribution named ``vllm``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -48,7 +50,11 @@ def main() -> None:
             parser = FlexibleArgumentParser()
             serve.add_cli_args(parser)
             cpu.clear()
-            result = serve.main(parser.parse_args(json.loads(line)))
+            request = json.loads(line)
+            if isinstance(request, dict):
+                os.environ.update(request.get("env", {}))
+                request = request["args"]
+            result = serve.main(parser.parse_args(request))
             result.pop("generated_texts", None)
             result["client_cpu_s"] = cpu[-1] if cpu else None
             answer = json.dumps(result, default=str)
