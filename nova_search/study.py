@@ -34,6 +34,7 @@ from nova_search.db import (
 from nova_search.errors import SpecError, StorageError
 from nova_search.results.decode import study_results
 from nova_search.results.select import tuned_baseline
+from nova_search.sampling import NovaSampler
 from nova_search.schema import StageBase
 from nova_search.space import tuned_config
 from nova_search.spec import StudySpec, parse_spec, redacted_spec
@@ -47,12 +48,17 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         name = spec.sampler.name
+        # a model-based sampler sees lists of numbers in order, never proposes a configuration the
+        # study already has, and starts spread out (sampling.py; benchmarks/sampler_replay.py)
         if name == "tpe":
-            return optuna.samplers.TPESampler(
-                multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=4
+            return NovaSampler(
+                optuna.samplers.TPESampler(
+                    multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=3
+                ),
+                seed=seed,
             )
         if name == "gp":
-            return optuna.samplers.GPSampler(seed=seed)
+            return NovaSampler(optuna.samplers.GPSampler(seed=seed), seed=seed)
         if name == "nsga2":
             return optuna.samplers.NSGAIISampler(seed=seed)
         if name == "random":

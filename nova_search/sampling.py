@@ -1,0 +1,247 @@
+"""nova's sampler around Optuna's: numbers seen in order, no configuration proposed twice, a spread-out
+start.
+
+``benchmarks/sampler_replay.py`` replays samplers on a table of real measurements (the CPU build, a
+48-configuration grid, two passes of ``vllm bench serve``). Optuna's TPE with nova's settings needed as
+many trials as random search to find a configuration within 5 % of the best, for three reasons that
+``NovaSampler`` removes, each a wrapper around the study's sampler (the ``base``):
+
+- **Numbers in order.** A knob given as a list of numbers (``max_num_seqs: {choices: [8, 16, 32]}``,
+  the compile-friendly ``max_num_batched_tokens`` lists) is a categorical parameter to Optuna, and TPE
+  treats categories as unordered: 32 teaches it nothing about 16. The base sampler sees such a list
+  as an integer: the value's rank among the sorted choices (``IntDistribution(0, n - 1)``), through a
+  view of the study (``_OrdinalView``); the study itself, the dashboard and every reader keep the
+  values and the categorical distribution. Lists of two, and lists that are not all numbers, stay
+  categorical.
+- **No repeats.** Once it has a good configuration, a model-based sampler proposes it again, and on a
+  space of short lists it does so often: every repeat is a boot paid again for a figure the study
+  already holds. A joint (relative) proposal that repeats a trial of the study (COMPLETE, PRUNED,
+  RUNNING or WAITING: measured, refused, stopped early, or being measured by another worker) is drawn
+  again, up to ``tries`` times, then drawn at random among the configurations the study does not
+  have. Only when there is none (the space measured through) is a repeat kept. A proposal repeats a
+  trial when every parameter of that trial has the same value in it (a drafter's options drawn beside
+  ``none`` do not make a configuration new).
+- **A spread-out start.** While the base sampler is in its random start-up (TPE's
+  ``n_startup_trials``: no joint proposal yet), the joint space is drawn here: of ``spread`` random
+  configurations the study does not have, the one farthest from all it has (``distance``), so the
+  first few trials cover each knob's range instead of landing by chance in one corner.
+
+Parameters outside the joint space (the very first trial's, or a conditional one seen for the first
+time) are drawn by the base sampler one by one, numbers in order too.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+#: states of a trial whose configuration the study has (or is about to have)
+_HELD = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
+
+
+def ordered_choices(d: BaseDistribution) -> tuple[float, ...] | None:
+    """The sorted choices of a categorical distribution of three or more numbers, else None."""
+    if not isinstance(d, CategoricalDistribution) or len(d.choices) < 3:
+        return None
+    if not all(isinstance(c, int | float) and not isinstance(c, bool) for c in d.choices):
+        return None
+    return tuple(sorted(d.choices))  # type: ignore[arg-type]
+
+
+def repeats(params: Mapping[str, Any], trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
+    """The first trial whose parameters all take the same value in ``params``, None if there is none."""
+    for t in trials:
+        if t.params and all(k in params and params[k] == v for k, v in t.params.items()):
+            return t
+    return None
+
+
+def distance(a: Mapping[str, Any], b: Mapping[str, Any], dists: Mapping[str, BaseDistribution]) -> float:
+    """How far apart two configurations are: per parameter, a number's difference over its range (of
+    its logarithm on a log scale; a list of numbers by rank), else 1 when the values differ; a
+    parameter one side lacks counts 1."""
+    total = 0.0
+    for name, d in dists.items():
+        if name not in a or name not in b:
+            total += 1.0
+            continue
+        ranks = ordered_choices(d)
+        if ranks is not None:
+            total += abs(ranks.index(a[name]) - ranks.index(b[name])) / (len(ranks) - 1)
+        elif isinstance(d, IntDistribution | FloatDistribution) and d.high > d.low:
+            f = math.log if d.log else float
+            total += abs(f(a[name]) - f(b[name])) / (f(d.high) - f(d.low))
+        else:
+            total += float(a[name] != b[name])
+    return total
+
+
+# ---------------------------------------------------------------- numbers in order
+
+
+def _to_rank(d: BaseDistribution) -> BaseDistribution:
+    ranks = ordered_choices(d)
+    return d if ranks is None else IntDistribution(0, len(ranks) - 1)
+
+
+class _OrdinalView:
+    """The study as the base sampler sees it: each parameter drawn from a list of numbers is its rank
+    in the sorted list, with an ``IntDistribution`` over the ranks. Everything else is the study's."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        self._study = study
+        self._cache: dict[int, FrozenTrial] = {}  # finished trials do not change
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def trial(self, t: FrozenTrial) -> FrozenTrial:
+        if t.state.is_finished() and t._trial_id in self._cache:
+            return self._cache[t._trial_id]
+        dists = t.distributions
+        if not any(ordered_choices(d) is not None for d in dists.values()):
+            return t
+        out = copy.copy(t)
+        out._distributions = {k: _to_rank(d) for k, d in dists.items()}
+        out._params = {k: to_rank(dists[k], v) for k, v in t.params.items()}
+        if t.state.is_finished():
+            self._cache[t._trial_id] = out
+        return out
+
+    def _get_trials(
+        self, deepcopy: bool = True, states: Any = None, use_cache: bool = False
+    ) -> list[FrozenTrial]:
+        trials = self._study._get_trials(deepcopy=False, states=states, use_cache=use_cache)
+        return [self.trial(t) for t in trials]
+
+    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
+        return self._get_trials(deepcopy=deepcopy, states=states)
+
+    @property
+    def trials(self) -> list[FrozenTrial]:
+        return self._get_trials()
+
+
+def to_rank(d: BaseDistribution, value: Any) -> Any:
+    ranks = ordered_choices(d)
+    return value if ranks is None else ranks.index(value)
+
+
+def from_rank(d: BaseDistribution, value: Any) -> Any:
+    ranks = ordered_choices(d)
+    return value if ranks is None else ranks[int(value)]
+
+
+# ---------------------------------------------------------------- the sampler
+
+
+class NovaSampler(optuna.samplers.BaseSampler):
+    """The study's sampler (``base``) with numbers in order, no repeats and a spread-out start; see the
+    module docstring. ``refused(params)``: a proposal to draw again as if it were a repeat."""
+
+    def __init__(
+        self,
+        base: optuna.samplers.BaseSampler,
+        seed: int | None = None,
+        *,
+        tries: int = 8,
+        draws: int = 2000,
+        spread: int = 16,
+        refused: Callable[[Mapping[str, Any]], bool] | None = None,
+    ) -> None:
+        self.base = base
+        self.tries = tries
+        self.draws = draws
+        self.spread = spread
+        self.refused = refused
+        self._random = optuna.samplers.RandomSampler(seed=seed)
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        view = _OrdinalView(study)
+        space = self.base.infer_relative_search_space(view, view.trial(trial))  # type: ignore[arg-type]
+        actual = _study_distributions(study)
+        # back to the study's own distributions: a relative parameter must match the one it suggests
+        return {k: actual.get(k, d) if isinstance(d, IntDistribution) else d for k, d in space.items()}
+
+    def _base_relative(
+        self, view: _OrdinalView, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        ranked = {k: _to_rank(d) for k, d in search_space.items()}
+        params = self.base.sample_relative(view, view.trial(trial), ranked)  # type: ignore[arg-type]
+        return {k: from_rank(search_space[k], v) if k in search_space else v for k, v in params.items()}
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        view = _OrdinalView(study)
+        params = self._base_relative(view, trial, search_space)
+        if not params and not search_space:
+            return params
+        held = [t for t in study.get_trials(deepcopy=False, states=_HELD) if t.number != trial.number]
+
+        def new(p: Mapping[str, Any]) -> bool:
+            return repeats(p, held) is None and not (self.refused is not None and self.refused(p))
+
+        if params and new(params):
+            return params
+        for _ in range(self.tries if params else 0):
+            again = self._base_relative(view, trial, search_space)
+            if new(again):
+                return again
+        # at random among what the study does not have: the start-up's draws (spread out), or a
+        # repeat's replacement (the first new one found)
+        dists = search_space if not params else {k: search_space[k] for k in params if k in search_space}
+        candidates = []
+        for _ in range(self.draws):
+            drawn = {k: self._random.sample_independent(study, trial, k, d) for k, d in dists.items()}
+            candidate = {**params, **drawn}
+            if new(candidate):
+                candidates.append(candidate)
+                if params or len(candidates) >= self.spread:
+                    break
+        if not candidates:
+            return params  # every configuration tried: the space is measured through
+        return max(candidates, key=lambda c: min((distance(c, t.params, dists) for t in held), default=0.0))
+
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        view = _OrdinalView(study)
+        value = self.base.sample_independent(
+            view,  # type: ignore[arg-type]
+            view.trial(trial),
+            param_name,
+            _to_rank(param_distribution),
+        )
+        return from_rank(param_distribution, value)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.base.before_trial(study, trial)
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+        self._random.reseed_rng()
+
+
+def _study_distributions(study: optuna.Study) -> dict[str, BaseDistribution]:
+    out: dict[str, BaseDistribution] = {}
+    for t in study._get_trials(deepcopy=False, use_cache=True):
+        out.update(t.distributions)
+    return out
