@@ -21,9 +21,10 @@ first configuration within ``--within`` of the best mean (a seed that never gets
 over seeds go to ``summary.json`` as ``{"tpe": {"median_trials": N, ...}, "random": {...}, ...}``.
 
 The samplers: ``tpe`` (``study.make_sampler``, what a worker runs: ``sampling.NovaSampler`` around
-TPE), ``tpe_before`` (the same TPE settings alone, as make_sampler had them before), the same with
-refused configurations told FAIL (as nova told failed boots before), ``random``, Optuna's default TPE,
-and ``grid`` (every configuration once, in a seeded shuffled order).
+TPE), ``tpe_startup_2`` and ``tpe_startup_4`` (the same with 2 or 4 random start-up trials instead
+of 3), ``tpe_before`` (the TPE settings alone, as make_sampler had them before), the same with
+refused configurations told FAIL (as nova told failed boots before), ``random``, Optuna's default
+TPE, and ``grid`` (every configuration once, in a seeded shuffled order).
 
     .venv/bin/python benchmarks/sampler_replay.py replay [--seeds 20] [--trials 48]
 """
@@ -197,6 +198,7 @@ def landscape(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def make_samplers(spec: StudySpec) -> dict[str, tuple[Callable[[int], optuna.samplers.BaseSampler], str]]:
     """Name -> (seed -> sampler, how a refused configuration is told: PRUNED as nova does, or FAIL)."""
+    from nova_search.sampling import NovaSampler
     from nova_search.study import make_sampler
 
     def nova(seed: int) -> optuna.samplers.BaseSampler:
@@ -210,8 +212,19 @@ def make_samplers(spec: StudySpec) -> dict[str, tuple[Callable[[int], optuna.sam
             multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=4
         )
 
+    def nova_startup(n: int) -> Callable[[int], optuna.samplers.BaseSampler]:
+        # nova's sampler with another number of random start-up trials (make_sampler has 3)
+        return lambda seed: NovaSampler(
+            optuna.samplers.TPESampler(
+                multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=n
+            ),
+            seed=seed,
+        )
+
     return {
         "tpe": (nova, "pruned"),  # what a worker runs: make_sampler for sampler.name tpe
+        "tpe_startup_2": (nova_startup(2), "pruned"),
+        "tpe_startup_4": (nova_startup(4), "pruned"),
         "tpe_before": (tpe_before, "pruned"),
         "tpe_before_refused_as_fail": (tpe_before, "fail"),
         "random": (lambda seed: optuna.samplers.RandomSampler(seed=seed), "pruned"),

@@ -12,6 +12,7 @@ The worker loop that runs trials is ``worker``.
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 from typing import Any
 
@@ -58,6 +59,11 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
                 seed=seed,
             )
         if name == "gp":
+            if importlib.util.find_spec("torch") is None:  # Optuna's GPSampler needs it, at its first draw
+                raise SpecError(
+                    "sampler.name: gp needs PyTorch, which is not installed (pip install torch); "
+                    "use tpe, nsga2 or random"
+                )
             return NovaSampler(optuna.samplers.GPSampler(seed=seed), seed=seed)
         if name == "nsga2":
             return optuna.samplers.NSGAIISampler(seed=seed)

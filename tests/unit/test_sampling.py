@@ -3,11 +3,13 @@ the spec's own space through ``space.sample``, as a worker draws it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import optuna
 import pytest
 
+from nova_search.errors import SpecError
 from nova_search.sampling import NovaSampler, repeats
 from nova_search.space import sample
 from nova_search.spec import parse_spec
@@ -103,7 +105,11 @@ def test_a_repeat_is_every_parameter_of_an_earlier_trial_with_the_same_value() -
 
 def test_random_and_nsga2_are_not_wrapped_and_tpe_and_gp_are() -> None:
     assert isinstance(make_sampler(_spec("tpe")), NovaSampler)
-    assert isinstance(make_sampler(_spec("gp")), NovaSampler)
+    if importlib.util.find_spec("torch") is not None:
+        assert isinstance(make_sampler(_spec("gp")), NovaSampler)
+    else:  # Optuna's GPSampler needs PyTorch, not a dependency of nova: a clear error, not a crash later
+        with pytest.raises(SpecError, match=r"sampler.name: gp needs PyTorch.*use tpe, nsga2 or random"):
+            make_sampler(_spec("gp"))
     assert isinstance(make_sampler(_spec("random")), optuna.samplers.RandomSampler)
     assert isinstance(make_sampler(_spec("nsga2")), optuna.samplers.NSGAIISampler)
 
