@@ -37,6 +37,7 @@ from nova_search import schema
 from nova_search.db import rdb_storage
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError
+from nova_search.sampling import WrappedSampler
 from nova_search.space import baseline_config, stock_config
 from nova_search.spec import IntChoices, IntRange, StudySpec
 
@@ -168,7 +169,7 @@ def ask_fitting(study: optuna.Study, fits: Callable[[FrozenTrial], bool]) -> opt
     return optuna.Trial(study, storage.create_new_trial(study._study_id))
 
 
-class FittingSampler(optuna.samplers.BaseSampler):
+class FittingSampler(WrappedSampler):
     """The study's sampler, with ``tensor_parallel_size`` drawn only among ``allowed``.
 
     The parameter keeps the study's distribution and is drawn apart from the joint (relative) sample,
@@ -177,7 +178,7 @@ class FittingSampler(optuna.samplers.BaseSampler):
     proposal restricted to what fits), up to ``tries`` times, then the trial takes one in turn."""
 
     def __init__(self, base: optuna.samplers.BaseSampler, allowed: Sequence[int], tries: int = 32) -> None:
-        self.base = base
+        super().__init__(base)
         self.allowed = tuple(allowed)
         self.tries = tries
 
@@ -209,18 +210,3 @@ class FittingSampler(optuna.samplers.BaseSampler):
             if value in fits:
                 return value
         return fits[trial.number % len(fits)]
-
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self.base.before_trial(study, trial)
-
-    def after_trial(
-        self,
-        study: optuna.Study,
-        trial: FrozenTrial,
-        state: optuna.trial.TrialState,
-        values: Sequence[float] | None,
-    ) -> None:
-        self.base.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.base.reseed_rng()

@@ -141,7 +141,45 @@ def from_rank(d: BaseDistribution, value: Any) -> Any:
 # ---------------------------------------------------------------- the sampler
 
 
-class NovaSampler(optuna.samplers.BaseSampler):
+class WrappedSampler(optuna.samplers.BaseSampler):
+    """A sampler around another (``base``): everything it does not change goes to the base. Subclasses
+    change the sampling methods (``NovaSampler`` here, ``placement.FittingSampler``)."""
+
+    def __init__(self, base: optuna.samplers.BaseSampler) -> None:
+        self.base = base
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return self.base.infer_relative_search_space(study, trial)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        return self.base.sample_relative(study, trial, search_space)
+
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        return self.base.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.base.before_trial(study, trial)
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+
+
+class NovaSampler(WrappedSampler):
     """The study's sampler (``base``) with numbers in order, no repeats and a spread-out start; see the
     module docstring. ``refused(params)``: a proposal to draw again as if it were a repeat."""
 
@@ -155,7 +193,7 @@ class NovaSampler(optuna.samplers.BaseSampler):
         spread: int = 16,
         refused: Callable[[Mapping[str, Any]], bool] | None = None,
     ) -> None:
-        self.base = base
+        super().__init__(base)
         self.tries = tries
         self.draws = draws
         self.spread = spread
@@ -223,20 +261,8 @@ class NovaSampler(optuna.samplers.BaseSampler):
         )
         return from_rank(param_distribution, value)
 
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self.base.before_trial(study, trial)
-
-    def after_trial(
-        self,
-        study: optuna.Study,
-        trial: FrozenTrial,
-        state: TrialState,
-        values: Sequence[float] | None,
-    ) -> None:
-        self.base.after_trial(study, trial, state, values)
-
     def reseed_rng(self) -> None:
-        self.base.reseed_rng()
+        super().reseed_rng()
         self._random.reseed_rng()
 
 
