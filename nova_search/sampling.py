@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optuna
@@ -181,7 +181,7 @@ class WrappedSampler(optuna.samplers.BaseSampler):
 
 class NovaSampler(WrappedSampler):
     """The study's sampler (``base``) with numbers in order, no repeats and a spread-out start; see the
-    module docstring. ``refused(params)``: a proposal to draw again as if it were a repeat."""
+    module docstring."""
 
     def __init__(
         self,
@@ -191,13 +191,11 @@ class NovaSampler(WrappedSampler):
         tries: int = 8,
         draws: int = 2000,
         spread: int = 16,
-        refused: Callable[[Mapping[str, Any]], bool] | None = None,
     ) -> None:
         super().__init__(base)
         self.tries = tries
         self.draws = draws
         self.spread = spread
-        self.refused = refused
         self._random = optuna.samplers.RandomSampler(seed=seed)
 
     def infer_relative_search_space(
@@ -226,7 +224,7 @@ class NovaSampler(WrappedSampler):
         held = [t for t in study.get_trials(deepcopy=False, states=_HELD) if t.number != trial.number]
 
         def new(p: Mapping[str, Any]) -> bool:
-            return repeats(p, held) is None and not (self.refused is not None and self.refused(p))
+            return repeats(p, held) is None
 
         if params and new(params):
             return params
