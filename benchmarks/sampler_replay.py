@@ -80,29 +80,13 @@ def key(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-class _Fixed:
-    """A Suggester that answers with given params: ``space.sample`` turns them into an EngineConfig."""
-
-    def __init__(self, params: dict[str, Any]) -> None:
-        self.params = params
-
-    def suggest_categorical(self, name: str, choices: Any) -> Any:
-        return self.params[name]
-
-    def suggest_int(self, name: str, *a: Any, **k: Any) -> Any:
-        return self.params[name]
-
-    def suggest_float(self, name: str, *a: Any, **k: Any) -> Any:
-        return self.params[name]
-
-
 # --- measure ------------------------------------------------------------------------------------
 
 
 def measure(args: argparse.Namespace) -> None:
     import secrets
 
-    from nova_search.engine.command import build_launch
+    from nova_search.engine.command import build_launch, served_name
     from nova_search.engine.server import Server, free_port
     from nova_search.errors import TrialFailure
     from nova_search.space import host_facts, incompatibilities, sample
@@ -127,7 +111,7 @@ def measure(args: argparse.Namespace) -> None:
                 k = key(params)
                 if (pass_no, k) in done:
                     continue
-                config = sample(_Fixed(params), spec, "tune")
+                config = sample(optuna.trial.FixedTrial(params), spec, "tune")
                 row: dict[str, Any] = {"pass": pass_no, "key": k, "params": params, "host": facts.device_name}
                 problems = incompatibilities(config, facts)
                 if problems:
@@ -140,7 +124,7 @@ def measure(args: argparse.Namespace) -> None:
                         with Server(plan, log, boot_timeout_s=spec.engine.boot_timeout_s) as server:
                             bench = vllm_bench_args(
                                 server.base_url,
-                                spec.model.served_name or "tiny",
+                                served_name(spec.model),
                                 spec.model.path,
                                 input_len=spec.workload.input_len,
                                 output_len=spec.workload.output_len,
@@ -206,20 +190,18 @@ def make_samplers(spec: StudySpec) -> dict[str, tuple[Callable[[int], optuna.sam
             spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": seed})})
         )
 
-    def tpe_before(seed: int) -> optuna.samplers.BaseSampler:
-        # what make_sampler returned before sampling.NovaSampler: the issue's "today's settings"
-        return optuna.samplers.TPESampler(
-            multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=4
+    def tpe(startup: int) -> Callable[[int], optuna.samplers.BaseSampler]:
+        # the TPE settings make_sampler has had, with ``startup`` random start-up trials
+        return lambda seed: optuna.samplers.TPESampler(
+            multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=startup
         )
 
-    def nova_startup(n: int) -> Callable[[int], optuna.samplers.BaseSampler]:
+    def nova_startup(startup: int) -> Callable[[int], optuna.samplers.BaseSampler]:
         # nova's sampler with another number of random start-up trials (make_sampler has 3)
-        return lambda seed: NovaSampler(
-            optuna.samplers.TPESampler(
-                multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=n
-            ),
-            seed=seed,
-        )
+        return lambda seed: NovaSampler(tpe(startup)(seed), seed=seed)
+
+    # what make_sampler returned before sampling.NovaSampler: the issue's "today's settings"
+    tpe_before = tpe(4)
 
     return {
         "tpe": (nova, "pruned"),  # what a worker runs: make_sampler for sampler.name tpe
