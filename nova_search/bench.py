@@ -27,9 +27,7 @@ from nova_search.loadgen.runner import LevelPlan, PromptStream, take
 from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import LevelResult, summarize
 from nova_search.spec import ModelSpec, WorkloadSpec
-
-#: added to a level's seed for each re-run of a client-bound window (new prompts, same workload)
-RERUN_SEED_STEP = 7_919
+from nova_search.window import RERUN_SEED_STEP
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,3 +109,49 @@ class ReferenceOutputs:
     @property
     def ok(self) -> bool:
         return not any(self.errors)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A trial measured again against the leader (``confirm``): per level, the headline metrics of the
+    leader's windows and of the trial's, in the order they ran (pair k: leader first when k is even).
+    ``leader`` is None for a trial confirmed alone (no leader was resident on its slot)."""
+
+    leader: int | None
+    #: how the leader waited between windows: sleep, keep (or "" when confirmed alone)
+    park: str
+    #: pairs measured per level, and why they stopped: separated, cap, or what cut them short
+    pairs: int
+    stopped: str
+    #: seconds spent putting servers to sleep and waking them
+    switch_s: float
+    #: level -> (the leader's windows, the trial's windows)
+    levels: dict[int, tuple[tuple[dict[str, float], ...], tuple[dict[str, float], ...]]]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "leader": self.leader,
+            "park": self.park,
+            "pairs": self.pairs,
+            "stopped": self.stopped,
+            "switch_s": self.switch_s,
+            "levels": {str(c): {"leader": list(a), "trial": list(b)} for c, (a, b) in self.levels.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> Paired:
+        def windows(v: object) -> tuple[dict[str, float], ...]:
+            rows = v if isinstance(v, list) else []
+            return tuple({str(k): float(x) for k, x in w.items() if x is not None} for w in rows)
+
+        raw = d["levels"]
+        assert isinstance(raw, dict)
+        leader = d.get("leader")
+        return cls(
+            leader=int(leader) if isinstance(leader, int) else None,
+            park=str(d.get("park") or ""),
+            pairs=int(d["pairs"]),  # type: ignore[call-overload]
+            stopped=str(d.get("stopped") or ""),
+            switch_s=float(d.get("switch_s") or 0.0),  # type: ignore[arg-type]
+            levels={int(c): (windows(v.get("leader")), windows(v.get("trial"))) for c, v in raw.items()},
+        )

@@ -17,6 +17,7 @@ Trial user attributes (``nova:*``)::
     worker            host and GPUs                summary           one line for the trial table
     reason, message   why it ended FAIL/PRUNED     log_tail          the end of the server log
     server_log        the log's path on the worker
+    paired            windows measured again against the leader (confirm): per level, both sides
 
 Study user attributes: ``spec`` (the validated spec, secrets redacted), ``stage``, ``parent`` and
 ``base`` (a staged study's links, see ``study``).
@@ -30,7 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from nova_search.engine.config import EngineConfig
 from nova_search.metrics import LevelResult
-from nova_search.records import ReferenceOutputs
+from nova_search.records import Paired, ReferenceOutputs
 
 T = TypeVar("T")
 
@@ -212,6 +213,7 @@ REASON: Attr[str] = _attr("reason", _same, _text)
 MESSAGE: Attr[str] = _attr("message", _same, _text)
 LOG_TAIL: Attr[str] = _attr("log_tail", _same, _text)
 SERVER_LOG: Attr[str] = _attr("server_log", _same, _text)
+PAIRED: Attr[Paired] = _attr("paired", Paired.as_dict, lambda v: Paired.from_dict(_mapping(v)))
 
 # ---------------------------------------------------------------- study attributes
 
@@ -222,7 +224,7 @@ BASE: Attr[StageBase] = _attr("base", StageBase.as_dict, StageBase.from_dict)
 
 TRIAL_ATTRS: tuple[Attr[Any], ...] = (
     ROLE, CONFIG, ARGV, LEVELS, REPEATS, INTERVALS, SATURATION, REFERENCE, WARNINGS, TIMING,
-    ENGINE_VERSION, WORKER, SUMMARY, REASON, MESSAGE, LOG_TAIL, SERVER_LOG,
+    ENGINE_VERSION, WORKER, SUMMARY, REASON, MESSAGE, LOG_TAIL, SERVER_LOG, PAIRED,
 )  # fmt: skip
 STUDY_ATTRS: tuple[Attr[Any], ...] = (SPEC, STAGE, PARENT, BASE)
 

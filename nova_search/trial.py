@@ -30,9 +30,10 @@ import optuna
 
 from nova_search import objectives as obj
 from nova_search import schema
-from nova_search.analysis import find_saturation, median_ci
+from nova_search.analysis import find_saturation
 from nova_search.analysis.dominance import Finished, early_stop
-from nova_search.artifacts import REQUESTS_FILE, append_jsonl, request_rows, upload_files
+from nova_search.artifacts import REQUESTS_FILE, upload_files
+from nova_search.confirm import Residency, follow_up, park_mode
 from nova_search.db import retrying
 from nova_search.engine.command import build_launch, served_name
 from nova_search.engine.config import EngineConfig
@@ -40,14 +41,14 @@ from nova_search.engine.probe import read_version
 from nova_search.engine.server import Server, free_port, tail
 from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
-from nova_search.loadgen.procs import ClientPlan, chunk_rate, measure_level
+from nova_search.loadgen.procs import chunk_rate
 from nova_search.loadgen.reference import collect_outputs, reference_prompts
-from nova_search.loadgen.runner import LevelPlan, PromptStream, take
 from nova_search.loadgen.workload import level_seed, prompt_source
-from nova_search.metrics import HEADLINE, LevelResult, RequestSLO, combine_repeats, summarize
+from nova_search.metrics import LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.placement import server_gpus
 from nova_search.space import Facts, baseline_config, incompatibilities, sample, with_graph_sizes
 from nova_search.spec import StudySpec
+from nova_search.window import keep_requests, run_window, store_levels, warmup_prompts
 
 #: how a server that never came up failed, when the configuration is to blame (the same launch fails
 #: the same way again): out of memory, or a flag or combination the engine refuses. Such a trial ends
@@ -55,8 +56,6 @@ from nova_search.spec import StudySpec
 #: compatibility table refuses; any other failure (a crash, a timeout) ends FAIL
 UNLAUNCHABLE_REASONS = ("oom", "unsupported")
 UNLAUNCHABLE_CONSTRAINT = "launchable"
-#: added to a window's seed for each re-run of a client-bound window (new prompts, same workload)
-RERUN_SEED_STEP = 7_919
 
 
 class Reporter(Protocol):
@@ -115,6 +114,8 @@ class TrialContext:
     #: configuration it builds on (also what a "tuned" baseline trial runs)
     stage: str = "joint"
     base_config: EngineConfig | None = None
+    #: the slot's resident leader (``confirm``; one per slot, None without spec.confirm)
+    residency: Residency | None = None
     #: an Optuna artifact store (``artifacts.filesystem_store``): request records and the server log
     #: go there as the trial's artifacts; None: the files stay in artifacts_root only
     artifact_store: Any = None
@@ -167,6 +168,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         port=free_port(spec.engine.host),
         api_key=secrets.token_urlsafe(24),
         gpus=ctx.gpus,
+        sleep_mode=park_mode(spec) == "sleep",
     )
     _set(trial, ctx, schema.ARGV, plan.argv)
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "server.log"
@@ -178,33 +180,44 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     server = Server(
         plan, log_path, boot_timeout_s=spec.engine.boot_timeout_s, stop_timeout_s=spec.engine.stop_timeout_s
     )
+    kept = False  # the server stays up as the slot's leader (confirm)
     ctx.servers.add(server)
     try:
+        if ctx.residency is not None:
+            note = ctx.residency.make_room(ctx, config)
+            if note:
+                ctx.reporter.phase(trial.number, note)
         ctx.reporter.phase(trial.number, "booting")
-        with server:
-            timing["boot_s"] = server.boot_s or 0.0
-            version = read_version(server.base_url, server.api_key)
-            if version is not None:
-                _set(trial, ctx, schema.ENGINE_VERSION, version)
-            target = Target(server.base_url, served_name(spec.model), server.api_key)
-            # greedy outputs of a fixed prompt set, before the sweep (empty cache, the same for every
-            # trial): the verdict checks a speculative configuration against its base with them
-            ctx.reporter.phase(trial.number, "reference outputs (greedy)")
-            reference = collect_outputs(
-                target, reference_prompts(spec.workload, spec.model), spec.sweep.request_timeout_s
+        server.start()
+        server.wait_ready()
+        timing["boot_s"] = server.boot_s or 0.0
+        version = read_version(server.base_url, server.api_key)
+        if version is not None:
+            _set(trial, ctx, schema.ENGINE_VERSION, version)
+        target = Target(server.base_url, served_name(spec.model), server.api_key)
+        # greedy outputs of a fixed prompt set, before the sweep (empty cache, the same for every
+        # trial): the verdict checks a speculative configuration against its base with them
+        ctx.reporter.phase(trial.number, "reference outputs (greedy)")
+        reference = collect_outputs(
+            target, reference_prompts(spec.workload, spec.model), spec.sweep.request_timeout_s
+        )
+        _set(trial, ctx, schema.REFERENCE, reference)
+        spec_on = config.speculative is not None
+        by_level = _measure(trial, ctx, server, target, timing, plan.argv, version, requests_path, spec_on)
+
+        def record_level(level: LevelResult, engine_metrics: dict[str, float]) -> None:
+            ctx.sink.record(
+                trial=trial,
+                level=level,
+                engine_metrics=engine_metrics,
+                argv=list(plan.argv),
+                engine_version=version,
+                gpus=ctx.gpus,
             )
-            _set(trial, ctx, schema.REFERENCE, reference)
-            levels = _measure(
-                trial,
-                ctx,
-                server,
-                target,
-                timing,
-                plan.argv,
-                version,
-                requests_path,
-                config.speculative is not None,
-            )
+
+        kept = follow_up(trial, ctx, ctx.residency, server, by_level, requests_path, timing, record_level)
+        levels = [combine_repeats(ws) for ws in by_level.values()]
+        _saturation(trial, ctx, by_level)
     except TrialFailure as e:
         if ctx.cancel.is_set():
             e = TrialFailure("interrupted", "the worker was interrupted", e.log_tail)
@@ -219,7 +232,9 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         _record_failure(trial, ctx, "interrupted", "the worker was interrupted", tail(log_path))
         raise
     finally:
-        ctx.servers.discard(server)
+        if not kept:
+            server.stop()
+            ctx.servers.discard(server)
         timing["total_s"] = time.monotonic() - started
         _set(trial, ctx, schema.TIMING, timing)
         if ctx.artifact_store is not None:
@@ -250,20 +265,18 @@ def _measure(
     version: str | None,
     requests_path: Path,
     speculative: bool = False,
-) -> list[LevelResult]:
+) -> dict[int, list[LevelResult]]:
+    """Every level of the sweep, ``sweep.repeats`` windows each, stored as each level ends; the
+    windows of each level, in sweep order."""
     spec = ctx.spec
     sweep = spec.sweep
     source = prompt_source(spec.workload, spec.model)
     slos = (RequestSLO(**spec.slo.model_dump()),) if spec.slo else None
     levels: list[LevelResult] = []
-    repeats: dict[int, list[dict[str, Any]]] = {}
-    intervals: dict[str, dict[str, Any]] = {}
+    by_level: dict[int, list[LevelResult]] = {}
     warnings: list[str] = []
     measured = 0.0
     origin: float | None = None
-    client = ClientPlan(
-        cpus=tuple(sweep.client_cpus) if sweep.client_cpus else None, processes=sweep.client_processes
-    )
     expected: float | None = None  # the next level's chunk rate, scaled from the last one's
     for i, c in enumerate(sweep.concurrency):
         windows: list[LevelResult] = []
@@ -273,34 +286,20 @@ def _measure(
                 trial.number,
                 f"concurrency {c}" + (f" · window {r + 1}/{sweep.repeats}" if sweep.repeats > 1 else ""),
             )
-            seed = level_seed(spec.workload.seed, i, repeat=r)
-            # the warmup runs once per level, before its first window
-            warmup = (
-                take(source.prompts(level_seed(spec.workload.seed, i, warmup=True)), sweep.warmup_requests)
-                if r == 0
-                else ()
+            run = run_window(
+                spec,
+                source,
+                target,
+                concurrency=c,
+                seed=level_seed(spec.workload.seed, i, repeat=r),
+                # the warmup runs once per level, before its first window
+                warmup=warmup_prompts(spec, source, i) if r == 0 else (),
+                expected=expected,
             )
-
-            def plan_for(attempt: int, c: int = c, seed: int = seed, warmup: tuple = warmup) -> LevelPlan:
-                # a re-run of a client-bound window gets prompts of its own (the prefix cache saw the others)
-                run_seed = seed + attempt * RERUN_SEED_STEP
-                return LevelPlan(
-                    concurrency=c,
-                    warmup=warmup,
-                    prompts=PromptStream(source, run_seed, sweep.requests),
-                    duration_s=sweep.duration_s,
-                    request_timeout_s=sweep.request_timeout_s,
-                    metrics_url=f"{server.base_url}/metrics",
-                    metrics_interval_s=sweep.metrics_interval_s,
-                    arrival=spec.workload.arrival,
-                    arrival_seed=run_seed,
-                )
-
-            run = measure_level(target, plan_for, client, expected)
             expected = chunk_rate(run)
             measured += run.window_end - run.window_start
             origin = run.window_start if origin is None else origin
-            append_jsonl(requests_path, request_rows(run.records, level=c, repeat=r, origin=origin))
+            keep_requests(requests_path, run, level=c, repeat=r, origin=origin)
             if not server.alive():
                 raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))
             windows.append(summarize(run, slos))
@@ -309,9 +308,7 @@ def _measure(
             expected *= sweep.concurrency[i + 1] / c
         level = combine_repeats(windows)
         levels.append(level)
-        if sweep.repeats > 1:
-            repeats[c] = [{m: getattr(w, m) for m in HEADLINE} for w in windows]
-            intervals[str(c)] = _intervals(windows)
+        by_level[c] = windows
         if level.client_bound:
             warnings.append(
                 f"concurrency {c}: client-bound, its figures may be the load generator's rather than the "
@@ -326,10 +323,7 @@ def _measure(
             engine_version=version,
             gpus=ctx.gpus,
         )
-        _set(trial, ctx, schema.LEVELS, tuple(levels))
-        if repeats:
-            _set(trial, ctx, schema.REPEATS, repeats)
-            _set(trial, ctx, schema.INTERVALS, intervals)
+        store_levels(trial, by_level, ctx.storage_retry_s)
         if warnings:
             _set(trial, ctx, schema.WARNINGS, tuple(warnings))
         timing["measure_s"] = measured
@@ -342,10 +336,14 @@ def _measure(
             )
         if spec.early_stop is not None and i + 1 < len(sweep.concurrency):
             _stop_early(trial, ctx, levels, speculative)
-    throughputs = {int(c): [w["output_throughput"] for w in ws] for c, ws in repeats.items()}
+    return by_level
+
+
+def _saturation(trial: optuna.Trial, ctx: TrialContext, by_level: dict[int, list[LevelResult]]) -> None:
+    levels = [combine_repeats(ws) for ws in by_level.values()]
+    throughputs = {c: [w.output_throughput for w in ws] for c, ws in by_level.items() if len(ws) > 1}
     saturation = find_saturation(levels, throughputs or None)
     _set(trial, ctx, schema.SATURATION, saturation.as_dict())
-    return levels
 
 
 def _finished(trial: optuna.Trial, speculative: bool) -> list[Finished]:
@@ -383,16 +381,6 @@ def _stop_early(trial: optuna.Trial, ctx: TrialContext, levels: list[LevelResult
         return
     _record_failure(trial, ctx, stop.reason, stop.message, None, "PRUNED")
     raise optuna.TrialPruned(stop.message)
-
-
-def _intervals(windows: list[LevelResult]) -> dict[str, Any]:
-    """A median confidence interval per headline metric over a level's windows."""
-    out: dict[str, Any] = {}
-    for m in HEADLINE:
-        values = [v for w in windows if (v := getattr(w, m)) is not None]
-        if values:
-            out[m] = median_ci(values).as_dict()
-    return out
 
 
 def _record_failure(

@@ -44,6 +44,7 @@ from sqlalchemy import bindparam, text
 
 from nova_search import schema
 from nova_search.artifacts import filesystem_store
+from nova_search.confirm import Residency
 from nova_search.db import (
     LevelStore,
     StorageLock,
@@ -222,7 +223,7 @@ def _run_groups(
     counter, counter_lock = [0], threading.Lock()
     if len(groups) == 1:
         try:
-            _run_slot(study, spec, replace(base, gpus=groups[0]), opts, placement, counter, counter_lock)
+            _run_slot(study, spec, _slot_context(base, groups[0]), opts, placement, counter, counter_lock)
         except KeyboardInterrupt:
             cancel.set()
             raise
@@ -231,7 +232,7 @@ def _run_groups(
 
     def slot(group: tuple[int, ...]) -> None:
         try:
-            _run_slot(study, spec, replace(base, gpus=group), opts, placement, counter, counter_lock)
+            _run_slot(study, spec, _slot_context(base, group), opts, placement, counter, counter_lock)
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
 
@@ -252,6 +253,11 @@ def _run_groups(
     if errors:
         raise errors[0]
     return counter[0]
+
+
+def _slot_context(base: TrialContext, gpus: tuple[int, ...]) -> TrialContext:
+    """A slot's context: its GPUs and, with spec.confirm, its own resident leader."""
+    return replace(base, gpus=gpus, residency=Residency.of(base.spec))
 
 
 class Heartbeat:
@@ -371,27 +377,32 @@ def _run_slot(
     def fits(t: FrozenTrial) -> bool:
         return placement.fits(queued_gpus(t, spec, ctx.stage, ctx.base_config))
 
-    while not stop.is_set():
-        if opts.deadline is not None and time.monotonic() >= opts.deadline:
-            log.info("--stop-after reached: no new trial is started here")
-            return
-        with counter_lock:
-            if opts.max_trials is not None and counter[0] >= opts.max_trials:
+    try:
+        while not stop.is_set():
+            if opts.deadline is not None and time.monotonic() >= opts.deadline:
+                log.info("--stop-after reached: no new trial is started here")
                 return
-            counter[0] += 1
-        retrying(lambda: fail_stale_trials(study), window, "check for stale trials in")
-        retrying(lambda: fail_orphans(study, storage), window, "check for orphaned trials in")
-        trial = _ask_within_budget(study, lock, budget, window, fits)
-        if trial is None:
             with counter_lock:
-                counter[0] -= 1
-            # The budget is used up, but a RUNNING trial may belong to a dead worker: once its heartbeat
-            # goes stale it fails and is re-queued, and someone must run the retry. Stay until no trial runs.
-            if retrying(lambda: _any_running(study), window, "read the running trials in"):
-                stop.wait(storage.heartbeat_interval or 30)
-                continue
-            return
-        _run_one(study, trial, ctx, window, opts)
+                if opts.max_trials is not None and counter[0] >= opts.max_trials:
+                    return
+                counter[0] += 1
+            retrying(lambda: fail_stale_trials(study), window, "check for stale trials in")
+            retrying(lambda: fail_orphans(study, storage), window, "check for orphaned trials in")
+            trial = _ask_within_budget(study, lock, budget, window, fits)
+            if trial is None:
+                with counter_lock:
+                    counter[0] -= 1
+                # The budget is used up, but a RUNNING trial may belong to a dead worker: once its
+                # heartbeat goes stale it fails and is re-queued, and someone must run the retry. Stay
+                # until no trial runs.
+                if retrying(lambda: _any_running(study), window, "read the running trials in"):
+                    stop.wait(storage.heartbeat_interval or 30)
+                    continue
+                return
+            _run_one(study, trial, ctx, window, opts)
+    finally:
+        if ctx.residency is not None:  # the slot's leader (confirm) goes with it
+            ctx.residency.close(ctx.servers)
 
 
 def _any_running(study: optuna.Study) -> bool:

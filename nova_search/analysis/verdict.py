@@ -76,6 +76,9 @@ class Profile:
     #: greedy output equals its non-speculative base's within the tolerance (None: not checked)
     equivalent: bool | None = None
     equivalence_note: str = ""
+    #: the trial this one was measured against in ABBA pairs (``confirm``); per level: (its, our) windows
+    paired_with: str | None = None
+    paired: Mapping[int, tuple[Sequence[Mapping[str, float]], ...]] = field(default_factory=dict)
 
     @property
     def method(self) -> str:
@@ -85,13 +88,24 @@ class Profile:
     def k(self) -> int | None:
         return self.config.speculative.num_speculative_tokens if self.config.speculative else None
 
+    def paired_samples(self, other: str, level: int, metric: str) -> tuple[list[float], list[float]]:
+        """(other's, our) samples of a metric from the ABBA pairs against ``other``; else empty."""
+        if self.paired_with != other or level not in self.paired:
+            return [], []
+        a, b = self.paired[level][:2]
+        return _column(a, metric), _column(b, metric)
+
     def samples(self, level: int, metric: str) -> list[float]:
         """The window samples of a metric at a level; the level's single value when there is one window."""
-        ws = [float(w[metric]) for w in self.windows.get(level, ()) if w.get(metric) is not None]
+        ws = _column(self.windows.get(level, ()), metric)
         if ws:
             return ws
         v = self.levels.get(level, {}).get(metric)
         return [] if v is None else [float(v)]
+
+
+def _column(windows: Sequence[Mapping[str, float]], metric: str) -> list[float]:
+    return [float(w[metric]) for w in windows if w.get(metric) is not None]
 
 
 @dataclass(frozen=True)
@@ -188,7 +202,9 @@ def _gain_key(g: LevelGain) -> float:
 def level_gain(
     tuned: Profile, cand: Profile, level: int, metric: str, higher_is_better: bool, confidence: float
 ) -> LevelGain | None:
-    a, b = tuned.samples(level, metric), cand.samples(level, metric)
+    # ABBA pairs against the tuned baseline (confirm) first: same prompts, side by side in time
+    a, b = cand.paired_samples(tuned.key, level, metric)
+    a, b = (a, b) if a and b else (tuned.samples(level, metric), cand.samples(level, metric))
     if not a or not b:
         return None
     c = compare(a, b, higher_is_better=higher_is_better, confidence=confidence)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nova_search.engine.config import KNOBS, EngineConfig
+from nova_search.engine.sleep import SLEEP_ENV, SLEEP_FLAG
 from nova_search.errors import EngineError
 from nova_search.spec import EngineSpec, ModelSpec
 
@@ -128,16 +129,19 @@ def build_launch(
     port: int,
     api_key: str,
     gpus: tuple[int, ...] = (),
+    sleep_mode: bool = False,
 ) -> LaunchPlan:
-    """The full launch. The API key travels in the environment (VLLM_API_KEY), never in argv, so it
-    shows neither in ``ps`` nor in the argv stored on the trial. ``env`` is the server's whole
-    environment (``engine_environment``): nothing else of the worker's reaches it."""
+    """The full launch (``sleep_mode``: with vLLM's sleep mode, ``engine.sleep``). The API key travels
+    in the environment (VLLM_API_KEY), never in argv, so it shows neither in ``ps`` nor in the argv
+    stored on the trial. ``env`` is the server's whole environment (``engine_environment``): nothing
+    else of the worker's reaches it."""
     argv = [
         *engine_prefix(engine, model),
         "--served-model-name",
         served_name(model),
         *config_args(config),
         *engine.extra_args,
+        *([SLEEP_FLAG] if sleep_mode else []),
         "--host",
         engine.host,
         "--port",
@@ -145,6 +149,8 @@ def build_launch(
     ]
     env = engine_environment(os.environ, engine.env)
     env["VLLM_API_KEY"] = api_key
+    if sleep_mode:
+        env.update(SLEEP_ENV)
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
     return LaunchPlan(
@@ -170,6 +176,8 @@ def deployable_argv(plan_argv: tuple[str, ...] | list[str]) -> list[str]:
             continue
         if a in ("--host", "--port"):
             skip = True
+            continue
+        if a == SLEEP_FLAG:  # nova's own, for the leader it parks between windows
             continue
         out.append(a)
     return out

@@ -77,6 +77,7 @@ def trial_result(
         reference=schema.REFERENCE.read(attrs),
         study=study,
         stage=stage,
+        paired=schema.PAIRED.read(attrs),
     )
 
 

@@ -16,7 +16,7 @@ from nova_search.engine.command import deployable_argv
 from nova_search.engine.config import EngineConfig
 from nova_search.metrics import LevelResult
 from nova_search.objectives import Direction, Objective
-from nova_search.records import ReferenceOutputs
+from nova_search.records import Paired, ReferenceOutputs
 from nova_search.schema import SEARCH_ROLE, WorkerTag
 
 
@@ -63,6 +63,8 @@ class TrialResult:
     #: the Optuna study the trial belongs to, and its stage ("joint" for an unstaged study)
     study: str = ""
     stage: str = "joint"
+    #: windows measured again in ABBA pairs against the leader (``confirm``), None when not confirmed
+    paired: Paired | None = None
 
     @property
     def key(self) -> str:

@@ -72,6 +72,7 @@ def study_dict(results: StudyResults) -> dict[str, Any]:
             worker=t.worker.as_dict() if t.worker else None,
             device_name=t.device_name,
             retry_of=t.retry_of,
+            paired=t.paired.as_dict() if t.paired else None,
         )
         trials.append(d)
     return {

@@ -8,7 +8,7 @@ from nova_search.analysis.equivalence import Equivalence, compare_outputs
 from nova_search.analysis.verdict import Profile, Verdict, build_verdict
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import NovaError
-from nova_search.results.records import StudyResults, TrialResult
+from nova_search.results.records import StudyResults, TrialResult, trial_key
 from nova_search.results.select import tuned_baseline
 
 
@@ -37,6 +37,12 @@ def profile_of(trial: TrialResult, base: TrialResult | None = None) -> Profile:
         argv=trial.deployable_argv,
         levels={lv.concurrency: lv.as_dict() for lv in trial.levels},
         windows=trial.windows,
+        paired_with=(
+            trial_key(trial.paired.leader, trial.stage)
+            if trial.paired and trial.paired.leader is not None
+            else None
+        ),
+        paired=trial.paired.levels if trial.paired else {},
     )
 
 

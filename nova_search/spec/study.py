@@ -131,6 +131,36 @@ class EarlyStopSpec(StrictModel):
     min_levels: int = Field(default=1, ge=1, le=1000)
 
 
+class ConfirmSpec(StrictModel):
+    """Measure again the trials that come out on or near the front: ABBA windows against the current
+    leader, kept resident between trials (asleep in vLLM's sleep mode on a GPU), until the two
+    intervals separate or the cap is reached (nova_search/confirm.py)."""
+
+    #: a finished feasible trial is confirmed unless another beat it on every objective, at every level,
+    #: by more than this (relative); in the speculative stage every feasible candidate is confirmed
+    near: float = Field(default=0.05, gt=0.0, le=1.0)
+    #: pairs of windows (one of the leader, one of the trial) measured before the intervals are judged:
+    #: a difference can be verified from 3 on (analysis.noise.MIN_SAMPLES)
+    min_pairs: int = Field(default=3, ge=1, le=25)
+    #: the cap: pairs per level, whatever the intervals say
+    max_pairs: int = Field(default=5, ge=1, le=25)
+    #: the levels measured again; empty: every level of the sweep
+    levels: list[Annotated[int, Field(gt=0)]] = Field(default_factory=list)
+    #: how the leader waits between its windows: ``sleep`` (vLLM's sleep mode, level 1: the weights go
+    #: to host memory, the KV cache is dropped; CUDA only), ``keep`` (awake beside the trial's server:
+    #: the CPU build, or a GPU with room for both), ``auto`` (sleep on cuda, keep on cpu)
+    park: Literal["auto", "sleep", "keep"] = "auto"
+    #: host memory (GiB) left free beside what a parked leader holds there (a sleeper's weights, an
+    #: awake CPU server's weights and KV cache); with less, the leader is let go, not parked
+    host_reserve_gib: float = Field(default=8.0, ge=0.0, le=65536.0)
+
+    @model_validator(mode="after")
+    def _pairs(self) -> ConfirmSpec:
+        if self.min_pairs > self.max_pairs:
+            raise ValueError(f"min_pairs ({self.min_pairs}) is above max_pairs ({self.max_pairs})")
+        return self
+
+
 #: how the search is staged: one joint study, or tune the non-speculative stack first and then search
 #: drafting on top of the best tuned configuration (each stage its own Optuna study)
 STAGINGS: tuple[tuple[str, ...], ...] = (("joint",), ("tune",), ("tune", "speculative"), ("speculative",))
@@ -208,6 +238,9 @@ class StudySpec(StrictModel):
     #: stop dominated or infeasible trials after a level of the sweep; null (the default): every trial
     #: measures every level
     early_stop: EarlyStopSpec | None = None
+    #: measure the trials on or near the front again, in ABBA windows against the leader kept resident;
+    #: null (the default): every trial is measured sweep.repeats windows a level, once
+    confirm: ConfirmSpec | None = None
     #: a SQLAlchemy URL (sqlite:///nova.db, postgresql+psycopg://...); --storage and NOVA_STORAGE override
     #: it; stored with the password masked
     storage: str | None = None
@@ -252,6 +285,15 @@ class StudySpec(StrictModel):
             if isinstance(c.at, int) and c.at not in levels:
                 raise ValueError(
                     f"constraints.{i}.at: {c.at} is not a level of sweep.concurrency {sorted(levels)}"
+                )
+        if self.confirm is not None:
+            extra = sorted(set(self.confirm.levels) - levels)
+            if extra:
+                raise ValueError(f"confirm.levels: {extra} not in sweep.concurrency {sorted(levels)}")
+            if self.confirm.park == "sleep" and self.engine.device == "cpu":
+                raise ValueError(
+                    "confirm.park: sleep needs vLLM's sleep mode, which the CPU build does not have "
+                    "(engine.device is cpu); use keep or auto"
                 )
         names = [o.name for o in self.objectives]
         if len(set(names)) != len(names):

@@ -10,7 +10,9 @@ log, when FLAG is in its argv: a configuration the engine cannot run), FAKE_ENGI
 times the delays when FLAG is in its argv: a configuration that is plainly worse),
 FAKE_ENGINE_RECORD=FILE (append a JSON line when it starts and when SIGTERM stops it: its pid, the
 time, its port, the CUDA_VISIBLE_DEVICES it was given and its --tensor-parallel-size; ``engine_records`` reads
-them back as one ``EngineLife`` per server).
+them back as one ``EngineLife`` per server; a line too for each sleep and wake). With
+``--enable-sleep-mode`` and VLLM_SERVER_DEV_MODE=1 it serves vLLM's sleep-mode endpoints, and answers
+completions with 503 while asleep.
 """
 
 from __future__ import annotations
@@ -56,7 +58,15 @@ def main(argv: list[str] | None = None) -> None:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
     slow = os.environ.get("FAKE_ENGINE_SLOW_WITH") or None
     factor = 4.0 if slow and slow in given else 1.0
+    sleep_mode = "--enable-sleep-mode" in given and os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
+
+    def on_sleep(event: str) -> None:
+        if record:
+            _record(record, event, args.port, args.tensor_parallel_size)
+
     options = StandinOptions(
+        sleep_mode=sleep_mode,
+        on_sleep=on_sleep,
         model=args.served_model_name or args.model,
         api_key=os.environ.get("VLLM_API_KEY"),
         ttft_s=0.005 * factor,

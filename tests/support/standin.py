@@ -40,6 +40,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 REASONS = {
     200: "OK",
@@ -84,6 +85,10 @@ class StandinOptions:
     #: keep every request's prompt in ``stats().prompts`` (``{"endpoint", "prompt" | "messages",
     #: "max_tokens"}``)
     record_prompts: bool = False
+    #: serve vLLM's sleep-mode endpoints (``POST /sleep``, ``POST /wake_up``, ``GET /is_sleeping``);
+    #: while asleep, completions get HTTP 503. ``on_sleep(event)`` is called with "sleep" / "wake"
+    sleep_mode: bool = False
+    on_sleep: Any = None
 
     def __post_init__(self) -> None:
         if self.tokens_per_chunk < 1:
@@ -112,6 +117,8 @@ class StandinStats:
     metrics_times: list[float] = field(default_factory=list)
     #: with ``record_prompts``: what each request asked, in arrival order
     prompts: list[dict[str, object]] = field(default_factory=list)
+    #: with ``sleep_mode``: "sleep" / "wake", in order
+    switches: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -151,6 +158,7 @@ class StandinApp:
         self._lock = threading.Lock()  # stats are read from other threads
         self._stats = StandinStats()
         self._engine = _Engine()
+        self.asleep = False
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._model_json = json.dumps(options.model)
@@ -225,6 +233,8 @@ class StandinApp:
             "/metrics": "GET",
             "/v1/models": "GET",
         }
+        if self.options.sleep_mode:
+            routes.update({"/sleep": "POST", "/wake_up": "POST", "/is_sleeping": "GET"})
         if path not in routes:
             _write_json(writer, 404, {"detail": "Not Found"}, keep)
         elif req.method != routes[path]:
@@ -233,6 +243,17 @@ class StandinApp:
             with self._lock:
                 self._stats.unauthorized += 1
             _write_json(writer, 401, {"error": "Unauthorized"}, keep)
+        elif path.startswith("/v1/") and path != "/v1/models" and self.asleep:
+            _write_json(writer, 503, _error("the engine is asleep", "ServiceUnavailable", 503), keep)
+        elif path in ("/sleep", "/wake_up"):
+            self.asleep = path == "/sleep"
+            with self._lock:
+                self._stats.switches.append("sleep" if self.asleep else "wake")
+            if self.options.on_sleep is not None:
+                self.options.on_sleep("sleep" if self.asleep else "wake")
+            _write(writer, 200, b"", "application/json", keep)
+        elif path == "/is_sleeping":
+            _write_json(writer, 200, {"is_sleeping": self.asleep}, keep)
         elif path == "/v1/completions":
             return await self._completions(req, writer, chat=False)
         elif path == "/v1/chat/completions":

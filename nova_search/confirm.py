@@ -1,0 +1,446 @@
+"""Measuring again where it matters (``spec.confirm``): explore with one window a level, then measure
+the trials on or near the front again, in ABBA pairs against the leader, until the two intervals
+separate or the cap is reached.
+
+- **Which trials.** A finished feasible trial is confirmed unless another finished feasible trial of
+  the study beat it on every objective, at every level, by more than ``confirm.near`` (the early-stop
+  rule's dominance with its own margin). In the speculative stage every feasible candidate is
+  confirmed: the verdict judges each drafter against the tuned baseline, and needs n >= 3 on both
+  sides to verify a gain or call a loss.
+- **Against whom.** The leader is the slot's resident server: the best trial it has run on the first
+  objective (in the speculative stage: the tuned baseline). It stays up between trials, asleep in
+  vLLM's sleep mode on a GPU (``park: sleep``; a switch costs about a second, not a boot), or awake
+  beside the trial on the CPU build (``park: keep``). A trial with no leader on its slot (the first
+  one, the tuned baseline of a speculative stage) is confirmed alone: ``min_pairs`` more windows.
+- **ABBA.** Pair k runs, at each confirmed level, one window of each server on the same prompts
+  (a seed of the pair and the trial), the leader first when k is even, the trial first when odd, so
+  drift on the machine falls on both alike. After ``min_pairs`` pairs, and after each one more, the
+  first objective's metric is compared level by level (``analysis.noise.compare``): once every level
+  is a verified gain or loss the pairs stop ("separated"), else at ``max_pairs`` ("cap").
+- **What is kept.** The trial's windows join its levels (the level is the median of all of them, and
+  the objective values told to Optuna follow); both sides' windows are stored on the trial
+  (``schema.PAIRED``) after each pair, so a crash keeps every completed window. A finished trial's
+  attributes cannot change, so the leader's new windows live on the trial they were paired with.
+- **The budget of a parked leader.** Before each boot beside it, the free memory of each of the
+  slot's GPUs must hold the new trial's ``gpu_memory_utilization`` share and a margin, and the host
+  must keep ``host_reserve_gib`` free beside the weights a sleeper backs up there; otherwise the
+  leader is let go (stopped) and the next trial that beats the open seat becomes the leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import optuna
+
+from nova_search import objectives as obj
+from nova_search import schema
+from nova_search.analysis.dominance import dominates
+from nova_search.analysis.noise import compare
+from nova_search.db import retrying
+from nova_search.engine import sleep as sleep_mode
+from nova_search.engine.command import served_name
+from nova_search.engine.config import EngineConfig
+from nova_search.engine.server import Server, tail
+from nova_search.errors import TrialFailure
+from nova_search.loadgen.client import Target
+from nova_search.loadgen.workload import level_seed, prompt_source
+from nova_search.metrics import LevelResult, RequestSLO, combine_repeats, summarize
+from nova_search.records import Paired
+from nova_search.space import Facts
+from nova_search.spec import StudySpec
+from nova_search.window import headline, keep_requests, run_window, store_levels, warmup_prompts, write_attr
+
+log = logging.getLogger(__name__)
+
+GIB = 1024**3
+#: free GPU memory kept beyond a trial's gpu_memory_utilization share when it boots beside a sleeper
+BOOT_MARGIN_BYTES = GIB
+#: per trial, added to a confirmation window's seed: the leader's prefix cache never saw its prompts
+CONFIRM_SEED_STEP = 104_723
+#: vLLM's default gpu_memory_utilization, for a trial that does not set it
+DEFAULT_GPU_SHARE = 0.9
+LEADER_REQUESTS_FILE = "leader-requests.jsonl"
+
+
+class Context(Protocol):
+    """What confirmation reads of the trial's context (``trial.TrialContext``)."""
+
+    spec: StudySpec
+    facts: Facts
+    gpus: tuple[int, ...]
+    stage: str
+    storage_retry_s: float
+    servers: set[Server]
+
+    @property
+    def reporter(self) -> Any: ...
+
+
+def park_mode(spec: StudySpec) -> str | None:
+    """How the leader waits between windows: sleep, keep, or None without ``confirm``."""
+    if spec.confirm is None:
+        return None
+    if spec.confirm.park != "auto":
+        return spec.confirm.park
+    return "keep" if spec.engine.device == "cpu" else "sleep"
+
+
+# ---------------------------------------------------------------- the rules (pure)
+
+
+def leader_first(pair: int) -> bool:
+    """ABBA: the leader runs first in pairs 0, 2, 4, ..., the trial first in 1, 3, 5, ..."""
+    return pair % 2 == 0
+
+
+def dominated_by(
+    levels: Sequence[LevelResult],
+    finished: Sequence[tuple[int, Sequence[LevelResult]]],
+    objectives: Sequence[obj.ObjectiveLike],
+    near: float,
+) -> int | None:
+    """The first finished trial that beat ``levels`` on every objective, at every level, by more than
+    ``near``; None when none did (the trial is on or near the front)."""
+    for number, other in finished:
+        if dominates(other, levels, objectives, near) is not None:
+            return number
+    return None
+
+
+def settled(
+    samples: Mapping[int, tuple[Sequence[float], Sequence[float]]],
+    *,
+    higher_is_better: bool,
+    min_pairs: int,
+    max_pairs: int,
+) -> str | None:
+    """Why the pairs stop now ("separated": every level's difference is verified, one way or the other;
+    "cap": ``max_pairs`` reached), or None to measure another pair. ``samples``: level -> (leader's,
+    trial's) values of the ranking metric."""
+    n = min((min(len(a), len(b)) for a, b in samples.values()), default=0)
+    if n >= max_pairs:
+        return "cap"
+    if n < min_pairs:
+        return None
+    for a, b in samples.values():
+        if compare(a, b, higher_is_better=higher_is_better).verdict == "not_verified":
+            return None
+    return "separated"
+
+
+def better(value: float, than: float, maximize: bool) -> bool:
+    return value > than if maximize else value < than
+
+
+# ---------------------------------------------------------------- the resident leader
+
+
+@dataclass
+class Resident:
+    server: Server
+    number: int
+    stage: str
+    #: its first objective's value
+    value: float
+    asleep: bool = False
+
+
+class Residency:
+    """A slot's leader, kept up between trials (at most one). Not thread-safe: one per slot."""
+
+    def __init__(self, mode: str, reserve_bytes: int) -> None:
+        self.mode = mode
+        self.reserve_bytes = reserve_bytes
+        self.leader: Resident | None = None
+
+    @classmethod
+    def of(cls, spec: StudySpec) -> Residency | None:
+        """A slot's residency under ``spec.confirm``; None without it."""
+        mode = park_mode(spec)
+        if mode is None or spec.confirm is None:
+            return None
+        return cls(mode, int(spec.confirm.host_reserve_gib * GIB))
+
+    def let_go(self, servers: set[Server], why: str) -> str:
+        r = self.leader
+        assert r is not None
+        self.leader = None
+        servers.discard(r.server)
+        r.server.stop()
+        log.info("leader #%s let go: %s", r.number, why)
+        return f"leader #{r.number} let go: {why}"
+
+    def close(self, servers: set[Server]) -> None:
+        if self.leader is not None:
+            self.let_go(servers, "the worker is done")
+
+    def make_room(self, ctx: Context, config: EngineConfig) -> str | None:
+        """Before a boot on this slot: let the leader go when the new server would not fit beside it
+        (or it belongs to another stage). A note when it was let go."""
+        r = self.leader
+        if r is None:
+            return None
+        if r.stage != ctx.stage:
+            return self.let_go(ctx.servers, f"the stage changed ({r.stage} -> {ctx.stage})")
+        if not r.server.alive():
+            return self.let_go(ctx.servers, "its server exited")
+        available = sleep_mode.host_available_bytes()
+        if available is not None and available < self.reserve_bytes:
+            return self.let_go(
+                ctx.servers,
+                f"the host has {available / GIB:.1f} GiB available, under confirm.host_reserve_gib",
+            )
+        total = ctx.facts.device_memory_bytes
+        free = sleep_mode.gpu_free_bytes(ctx.gpus) if ctx.spec.engine.device == "cuda" else None
+        if free and total:
+            share = config.gpu_memory_utilization or DEFAULT_GPU_SHARE
+            need = share * total + BOOT_MARGIN_BYTES
+            short = sorted(g for g, b in free.items() if b < need)
+            if short:
+                g = short[0]
+                return self.let_go(
+                    ctx.servers,
+                    f"gpu_memory_utilization {share:g} needs {need / GIB:.1f} GiB of GPU {g}, which has "
+                    f"{free[g] / GIB:.1f} GiB free beside it",
+                )
+        return None
+
+    def offer(
+        self, ctx: Context, number: int, server: Server, value: float, role: str, asleep: bool
+    ) -> tuple[bool, str | None]:
+        """Whether the trial's server stays as the slot's leader (its caller must not stop it then),
+        and a note of what happened to the leader."""
+        r = self.leader
+        maximize = ctx.spec.objectives[0].direction == "maximize"
+        if ctx.stage == "speculative":
+            take = role == "tuned"  # speculative gains are measured against the tuned baseline
+        else:
+            take = r is None or better(value, r.value, maximize)
+        if not take:
+            return False, None
+        if self.mode == "sleep" and ctx.facts.model_shape is not None:
+            weights = ctx.facts.model_shape.weight_bytes()
+            available = sleep_mode.host_available_bytes()
+            if available is not None and available - weights < self.reserve_bytes:
+                return False, (
+                    f"#{number} not kept as the leader: its weights ({weights / GIB:.1f} GiB) would leave "
+                    f"the host under confirm.host_reserve_gib ({available / GIB:.1f} GiB available)"
+                )
+        note = self.let_go(ctx.servers, f"#{number} beat it") if r is not None else None
+        if self.mode == "sleep" and not asleep:
+            sleep_mode.sleep(server.base_url)
+        self.leader = Resident(server, number, ctx.stage, value, asleep=self.mode == "sleep")
+        ctx.servers.add(server)
+        return True, note
+
+
+# ---------------------------------------------------------------- one trial, measured again
+
+
+@dataclass
+class _Side:
+    server: Server
+    target: Target
+    awake: bool
+    windows: dict[int, list[LevelResult]]
+
+
+def wants_confirmation(trial: optuna.Trial, ctx: Context, levels: Sequence[LevelResult]) -> str | None:
+    """Why the trial is not confirmed (None: it is)."""
+    spec = ctx.spec
+    assert spec.confirm is not None
+    conditions = [c.condition for c in spec.constraints]
+    if any(v > 0.0 for v in obj.constraint_values(levels, conditions).values()):
+        return "it breaks a constraint"
+    if ctx.stage == "speculative":
+        return None
+    finished = []
+    for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        other = schema.LEVELS.read(t.user_attrs)
+        if other and t.number != trial.number and all(v <= 0.0 for v in t.constraints.values()):
+            finished.append((t.number, other))
+    by = dominated_by(levels, finished, spec.objectives, spec.confirm.near)
+    return None if by is None else f"#{by} beat it by more than confirm.near at every level"
+
+
+def confirm_trial(
+    trial: optuna.Trial,
+    ctx: Context,
+    residency: Residency,
+    server: Server,
+    by_level: dict[int, list[LevelResult]],
+    requests_path: Path,
+    timing: dict[str, float],
+    record_level: Callable[[LevelResult, dict[str, float]], None],
+) -> bool:
+    """Measure the trial again (see the module docstring), adding its windows to ``by_level`` and
+    storing them as each pair ends. Returns whether the trial's server was left asleep."""
+    spec = ctx.spec
+    rule = spec.confirm
+    assert rule is not None
+    started = time.monotonic()
+    source = prompt_source(spec.workload, spec.model)
+    slos = (RequestSLO(**spec.slo.model_dump()),) if spec.slo else None
+    name = served_name(spec.model)
+    leader = residency.leader
+    levels = [c for c in spec.sweep.concurrency if not rule.levels or c in rule.levels]
+    trial_side = _Side(server, Target(server.base_url, name, server.api_key), True, by_level)
+    lead = None
+    if leader is not None:
+        s = leader.server
+        lead = _Side(s, Target(s.base_url, name, s.api_key), not leader.asleep, {})
+    mine: dict[int, list[LevelResult]] = {c: [] for c in levels}
+    switch_s = 0.0
+    metric = spec.objectives[0].metric
+    maximize = spec.objectives[0].direction == "maximize"
+    stopped = ""
+    pairs = 0
+    origin = time.perf_counter()
+
+    def switch(side: _Side, wake: bool) -> None:
+        nonlocal switch_s
+        try:
+            switch_s += (sleep_mode.wake_up if wake else sleep_mode.sleep)(side.server.base_url)
+        except TrialFailure as e:
+            if side is trial_side:
+                raise
+            raise _LeaderLost(e.message) from None
+        side.awake = wake
+
+    def use(side: _Side, other: _Side | None) -> None:
+        """Only ``side`` awake (sleep mode); with keep, both stay up."""
+        if residency.mode != "sleep":
+            return
+        if other is not None and other.awake:
+            switch(other, wake=False)
+        if not side.awake:
+            switch(side, wake=True)
+
+    def window(side: _Side, other: _Side | None, i: int, c: int, pair: int) -> None:
+        use(side, other)
+        seed = level_seed(spec.workload.seed, i, repeat=spec.sweep.repeats + pair)
+        seed += (trial.number + 1) * CONFIRM_SEED_STEP
+        run = run_window(
+            spec, source, side.target, concurrency=c, seed=seed, warmup=warmup_prompts(spec, source, i)
+        )
+        timing["measure_s"] = timing.get("measure_s", 0.0) + run.window_end - run.window_start
+        is_trial = side is trial_side
+        path = requests_path if is_trial else requests_path.with_name(LEADER_REQUESTS_FILE)
+        keep_requests(path, run, level=c, repeat=spec.sweep.repeats + pair, origin=origin)
+        if not side.server.alive():
+            if is_trial:
+                raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))
+            raise _LeaderLost("its server died")
+        result = summarize(run, slos)
+        side.windows.setdefault(c, []).append(result)
+        if is_trial:
+            mine[c].append(result)
+            if run.engine_samples:
+                record_level(combine_repeats(by_level[c]), run.engine_samples[-1].values)
+
+    def paired() -> Paired:
+        return Paired(
+            leader=leader.number if leader is not None else None,
+            park=residency.mode if leader is not None else "",
+            pairs=pairs,
+            stopped=stopped,
+            switch_s=switch_s,
+            levels={
+                c: (
+                    tuple(headline(w) for w in (lead.windows.get(c, []) if lead else [])),
+                    tuple(headline(w) for w in mine[c]),
+                )
+                for c in levels
+            },
+        )
+
+    try:
+        for pair in range(rule.max_pairs if lead is not None else rule.min_pairs):
+            for i, c in enumerate(spec.sweep.concurrency):
+                if c not in levels:
+                    continue
+                what = f"confirm · pair {pair + 1}" + (f" vs #{leader.number}" if leader else " (alone)")
+                ctx.reporter.phase(trial.number, f"{what} · concurrency {c}")
+                if lead is None:
+                    window(trial_side, None, i, c, pair)
+                elif leader_first(pair):
+                    window(lead, trial_side, i, c, pair)
+                    window(trial_side, lead, i, c, pair)
+                else:
+                    window(trial_side, lead, i, c, pair)
+                    window(lead, trial_side, i, c, pair)
+            pairs = pair + 1
+            store_levels(trial, by_level, ctx.storage_retry_s)
+            if lead is None:
+                stopped = "alone" if pairs >= rule.min_pairs else ""
+            else:
+                samples = {
+                    c: (_values(lead.windows.get(c, []), metric), _values(mine[c], metric)) for c in levels
+                }
+                rest = settled(
+                    samples, higher_is_better=maximize, min_pairs=rule.min_pairs, max_pairs=rule.max_pairs
+                )
+                stopped = rest or ""
+            write_attr(trial, schema.PAIRED, paired(), ctx.storage_retry_s)
+            if stopped:
+                break
+        if lead is not None and residency.mode == "sleep" and lead.awake:
+            switch(lead, wake=False)
+            write_attr(trial, schema.PAIRED, paired(), ctx.storage_retry_s)
+    except _LeaderLost as e:
+        stopped = f"the leader was lost: {e}"
+        residency.let_go(ctx.servers, str(e))
+        write_attr(trial, schema.PAIRED, paired(), ctx.storage_retry_s)
+    if leader is not None and residency.leader is leader:
+        leader.asleep = residency.mode == "sleep"
+    timing["switch_s"] = switch_s
+    timing["confirm_s"] = time.monotonic() - started
+    return not trial_side.awake
+
+
+class _LeaderLost(Exception):
+    pass
+
+
+def _values(windows: Sequence[LevelResult], metric: str) -> list[float]:
+    return [float(v) for w in windows if (v := getattr(w, metric, None)) is not None]
+
+
+def follow_up(
+    trial: optuna.Trial,
+    ctx: Context,
+    residency: Residency | None,
+    server: Server,
+    by_level: dict[int, list[LevelResult]],
+    requests_path: Path,
+    timing: dict[str, float],
+    record_level: Callable[[LevelResult, dict[str, float]], None],
+) -> bool:
+    """After the sweep: confirm the trial when it is wanted, then offer its server as the slot's leader.
+    Returns whether the server stays up (as the leader); the caller stops it otherwise."""
+    if residency is None or ctx.spec.confirm is None:
+        return False
+    levels = [combine_repeats(ws) for ws in by_level.values()]
+    skip = wants_confirmation(trial, ctx, levels)
+    asleep = False
+    if skip is None:
+        asleep = confirm_trial(trial, ctx, residency, server, by_level, requests_path, timing, record_level)
+        levels = [combine_repeats(ws) for ws in by_level.values()]
+    else:
+        ctx.reporter.phase(trial.number, f"not confirmed: {skip}")
+    value = obj.objective_values(levels, ctx.spec.objectives)[0]
+    conditions = [c.condition for c in ctx.spec.constraints]
+    feasible = all(v <= 0.0 for v in obj.constraint_values(levels, conditions).values())
+    if value is None or not feasible or not server.alive():
+        return False
+    role = retrying(lambda: schema.role_of(trial.user_attrs), ctx.storage_retry_s, "read a trial in")
+    kept, note = residency.offer(ctx, trial.number, server, float(value), role, asleep)
+    if note:
+        ctx.reporter.phase(trial.number, note)
+    return kept

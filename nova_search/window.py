@@ -1,0 +1,105 @@
+"""One measurement window on one server: its plan and its run, as the sweep (``trial``) and the
+confirmation (``confirm``) measure it. A window is a warmup (excluded), then the measured requests
+of one seed; a client-bound window is re-run on new prompts (``RERUN_SEED_STEP``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from nova_search import schema
+from nova_search.analysis import median_ci
+from nova_search.artifacts import append_jsonl, request_rows
+from nova_search.db import retrying
+from nova_search.loadgen.client import Target
+from nova_search.loadgen.procs import ClientPlan, measure_level
+from nova_search.loadgen.runner import LevelPlan, PromptStream, take
+from nova_search.loadgen.workload import PromptSource, level_seed
+from nova_search.metrics import HEADLINE, LevelResult, combine_repeats
+from nova_search.records import LevelRun
+from nova_search.spec import StudySpec
+
+#: added to a window's seed for each re-run of a client-bound window (new prompts, same workload)
+RERUN_SEED_STEP = 7_919
+
+
+def client_plan(spec: StudySpec) -> ClientPlan:
+    sweep = spec.sweep
+    return ClientPlan(
+        cpus=tuple(sweep.client_cpus) if sweep.client_cpus else None, processes=sweep.client_processes
+    )
+
+
+def warmup_prompts(spec: StudySpec, source: PromptSource, level_index: int) -> Sequence[object]:
+    """The level's warmup requests (the same for every window that warms up at this level)."""
+    seed = level_seed(spec.workload.seed, level_index, warmup=True)
+    return take(source.prompts(seed), spec.sweep.warmup_requests)
+
+
+def run_window(
+    spec: StudySpec,
+    source: PromptSource,
+    target: Target,
+    *,
+    concurrency: int,
+    seed: int,
+    warmup: Sequence[object],
+    expected: float | None = None,
+) -> LevelRun:
+    """Measure one window of ``seed``'s prompts at ``concurrency`` on ``target``."""
+    sweep = spec.sweep
+
+    def plan_for(attempt: int) -> LevelPlan:
+        # a re-run of a client-bound window gets prompts of its own (the prefix cache saw the others)
+        run_seed = seed + attempt * RERUN_SEED_STEP
+        return LevelPlan(
+            concurrency=concurrency,
+            warmup=tuple(warmup),
+            prompts=PromptStream(source, run_seed, sweep.requests),
+            duration_s=sweep.duration_s,
+            request_timeout_s=sweep.request_timeout_s,
+            metrics_url=f"{target.base_url}/metrics",
+            metrics_interval_s=sweep.metrics_interval_s,
+            arrival=spec.workload.arrival,
+            arrival_seed=run_seed,
+        )
+
+    return measure_level(target, plan_for, client_plan(spec), expected)
+
+
+def keep_requests(path: Path, run: LevelRun, *, level: int, repeat: int, origin: float) -> None:
+    """Append the window's requests to a trial's requests file (never raises)."""
+    append_jsonl(path, request_rows(run.records, level=level, repeat=repeat, origin=origin))
+
+
+def write_attr(trial: optuna.Trial, attr: schema.Attr[Any], value: Any, retry_s: float) -> None:
+    """A user attribute, written through a database restart (retried for ``retry_s``)."""
+    retrying(lambda: attr.write(trial, value), retry_s, f"write {attr.key} of a trial in")
+
+
+def store_levels(trial: optuna.Trial, by_level: dict[int, list[LevelResult]], retry_s: float) -> None:
+    """The levels measured so far (each the median of its windows) and, where a level has several
+    windows, each window's headline metrics and a median interval for each."""
+    write_attr(trial, schema.LEVELS, tuple(combine_repeats(ws) for ws in by_level.values()), retry_s)
+    several = {c: ws for c, ws in by_level.items() if len(ws) > 1}
+    if several:
+        repeats = {c: [headline(w) for w in ws] for c, ws in several.items()}
+        write_attr(trial, schema.REPEATS, repeats, retry_s)
+        write_attr(trial, schema.INTERVALS, {str(c): intervals(ws) for c, ws in several.items()}, retry_s)
+
+
+def headline(w: LevelResult) -> dict[str, Any]:
+    return {m: getattr(w, m) for m in HEADLINE}
+
+
+def intervals(windows: Sequence[LevelResult]) -> dict[str, Any]:
+    """A median confidence interval per headline metric over a level's windows."""
+    out: dict[str, Any] = {}
+    for m in HEADLINE:
+        values = [v for w in windows if (v := getattr(w, m)) is not None]
+        if values:
+            out[m] = median_ci(values).as_dict()
+    return out

@@ -1,0 +1,53 @@
+"""Confirmation on the real engine (vLLM's CPU build, the tiny model): the CPU build has no sleep mode,
+so the leader waits awake beside the trial (park: auto -> keep); the trial near the front is measured
+again in ABBA pairs against it, and no server outlives the worker."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+import yaml
+
+from nova_search import schema
+from tests.support.cli import nova
+from tests.support.specs import tiny_spec
+from tests.support.workers import vllm_processes
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_trial_near_the_front_is_paired_with_the_leader_on_the_real_engine(
+    engine_python, tiny_model, tmp_path
+):
+    before = vllm_processes()
+    raw = tiny_spec(
+        tiny_model,
+        name="confirm-engine",
+        budget={"n_trials": 2},
+        # one knob, two values both near the front: the second trial is confirmed against the stock one
+        space={"max_num_seqs": 4},
+        confirm={"min_pairs": 2, "max_pairs": 2, "levels": [2], "near": 1.0},
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    url = f"sqlite:///{tmp_path}/s.db"
+    r = nova(
+        "run", str(spec), "--storage", url, "--artifacts-dir", str(tmp_path / "art"),
+        env={"NOVA_ENGINE_PYTHON": engine_python}, timeout=900,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    stock, searched = optuna.load_study(study_name="confirm-engine", storage=url).get_trials()
+    assert stock.state == searched.state == optuna.trial.TrialState.COMPLETE
+
+    alone = schema.PAIRED.read(stock.user_attrs)
+    assert alone is not None and alone.leader is None and alone.pairs == 2
+    paired = schema.PAIRED.read(searched.user_attrs)
+    assert paired is not None and paired.leader == stock.number and paired.park == "keep"
+    assert paired.pairs == 2 and paired.stopped == "cap" and set(paired.levels) == {2}
+    lead, mine = paired.levels[2]
+    assert len(lead) == len(mine) == 2
+    assert all(w["output_throughput"] > 0 for w in (*lead, *mine))
+    windows = schema.REPEATS.read(searched.user_attrs)
+    assert len(windows[2]) == 3 and 1 not in windows  # level 1 was not confirmed: one window
+    assert "--enable-sleep-mode" not in schema.ARGV.read(searched.user_attrs)
+    assert vllm_processes() <= before  # the leader went with the worker
