@@ -421,26 +421,32 @@ def follow_up(
     requests_path: Path,
     timing: dict[str, float],
     record_level: Callable[[LevelResult, dict[str, float]], None],
-) -> bool:
+) -> tuple[bool, str]:
     """After the sweep: confirm the trial when it is wanted, then offer its server as the slot's leader.
-    Returns whether the server stays up (as the leader); the caller stops it otherwise."""
+    Returns whether the server stays up (as the leader; the caller stops it otherwise), and what
+    happened, for the trial's summary line."""
     if residency is None or ctx.spec.confirm is None:
-        return False
+        return False, ""
     levels = [combine_repeats(ws) for ws in by_level.values()]
     skip = wants_confirmation(trial, ctx, levels)
     asleep = False
+    notes = []
     if skip is None:
         asleep = confirm_trial(trial, ctx, residency, server, by_level, requests_path, timing, record_level)
         levels = [combine_repeats(ws) for ws in by_level.values()]
+        p = retrying(lambda: schema.PAIRED.read(trial.user_attrs), ctx.storage_retry_s, "read a trial in")
+        if p is not None:
+            whom = "alone" if p.leader is None else f"vs #{p.leader}"
+            notes.append(f"confirmed {whom}: {p.pairs} pair(s), {p.stopped or 'cut short'}")
     else:
-        ctx.reporter.phase(trial.number, f"not confirmed: {skip}")
+        notes.append(f"not confirmed: {skip}")
     value = obj.objective_values(levels, ctx.spec.objectives)[0]
     conditions = [c.condition for c in ctx.spec.constraints]
     feasible = all(v <= 0.0 for v in obj.constraint_values(levels, conditions).values())
     if value is None or not feasible or not server.alive():
-        return False
+        return False, "; ".join(notes)
     role = retrying(lambda: schema.role_of(trial.user_attrs), ctx.storage_retry_s, "read a trial in")
     kept, note = residency.offer(ctx, trial.number, server, float(value), role, asleep)
-    if note:
-        ctx.reporter.phase(trial.number, note)
-    return kept
+    notes += ["kept as the leader"] if kept else []
+    notes += [note] if note else []
+    return kept, "; ".join(notes)

@@ -180,13 +180,10 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     server = Server(
         plan, log_path, boot_timeout_s=spec.engine.boot_timeout_s, stop_timeout_s=spec.engine.stop_timeout_s
     )
-    kept = False  # the server stays up as the slot's leader (confirm)
+    kept, confirmed = False, ""  # the server stays up as the slot's leader (confirm), and what it did
     ctx.servers.add(server)
     try:
-        if ctx.residency is not None:
-            note = ctx.residency.make_room(ctx, config)
-            if note:
-                ctx.reporter.phase(trial.number, note)
+        room = ctx.residency.make_room(ctx, config) if ctx.residency is not None else None
         ctx.reporter.phase(trial.number, "booting")
         server.start()
         server.wait_ready()
@@ -215,7 +212,10 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
                 gpus=ctx.gpus,
             )
 
-        kept = follow_up(trial, ctx, ctx.residency, server, by_level, requests_path, timing, record_level)
+        kept, confirmed = follow_up(
+            trial, ctx, ctx.residency, server, by_level, requests_path, timing, record_level
+        )
+        confirmed = "; ".join(x for x in (room, confirmed) if x)
         levels = [combine_repeats(ws) for ws in by_level.values()]
         _saturation(trial, ctx, by_level)
     except TrialFailure as e:
@@ -250,6 +250,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         retrying(lambda n=name, v=value: trial.set_constraint(n, v), ctx.storage_retry_s, "set_constraint")
     result = [float(v) for v in values if v is not None]
     summary = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(spec.objectives, result, strict=True))
+    summary += f" · {confirmed}" if confirmed else ""
     _set(trial, ctx, schema.SUMMARY, summary)
     ctx.reporter.trial_finished(trial.number, "COMPLETE", summary)
     return result

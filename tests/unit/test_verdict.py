@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from nova_search.analysis.verdict import Profile, build_verdict
@@ -216,3 +218,37 @@ def test_without_a_tuned_baseline_there_is_no_verdict():
     v = verdict([STOCK, eagle], tuned=None)
     assert v.tuned is None and v.drafters == () and v.policy == ()
     assert v.stock == "tune#0" and "nothing to compare against" in v.notes[0]
+
+
+def test_the_verdict_uses_the_pairs_with_the_tuned_baseline_when_a_candidate_has_them():
+    # every window of the candidate is a 30 % gain but noisy; its pairs with tuned say 5 %, tightly
+    cand = profile("spec#2", {1: 130, 4: 390, 16: 1040, 64: 1560}, method="ngram", k=3, windows=1, seed=2)
+    lead = {1: 100.0, 4: 300.0, 16: 800.0, 64: 1200.0}
+    paired = {
+        lv: (
+            tuple({"output_throughput": v * m} for m in (1.0, 1.01, 0.99)),
+            tuple({"output_throughput": v * 1.05 * m} for m in (1.0, 1.01, 0.99)),
+        )
+        for lv, v in lead.items()
+    }
+    with_pairs = replace(cand, paired_with=TUNED.key, paired=paired)
+    v = build_verdict(
+        [TUNED, with_pairs],
+        metric="output_throughput",
+        higher_is_better=True,
+        levels=(1, 4, 16, 64),
+        tuned=TUNED.key,
+    )
+    gains = v.drafters[0].per_level
+    assert all(g.n_tuned == 3 and g.n_candidate == 3 for g in gains)
+    assert all(abs(g.diff_pct - 5.0) < 0.01 and g.verdict == "verified_gain" for g in gains)
+    # pairs with another trial are not pairs with tuned: every window is compared instead
+    elsewhere = replace(cand, paired_with="spec#1", paired=paired)
+    v = build_verdict(
+        [TUNED, elsewhere],
+        metric="output_throughput",
+        higher_is_better=True,
+        levels=(1, 4, 16, 64),
+        tuned=TUNED.key,
+    )
+    assert all(g.n_tuned == 5 and g.n_candidate == 1 for g in v.drafters[0].per_level)

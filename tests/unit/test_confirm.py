@@ -1,0 +1,136 @@
+"""Confirmation's rules (pure), its spec, its stored record, the leader's budget, and the verdict's use
+of the pairs (no engine)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nova_search import schema
+from nova_search.confirm import Residency, Resident, dominated_by, leader_first, park_mode, settled
+from nova_search.engine.config import EngineConfig
+from nova_search.errors import SpecError
+from nova_search.objectives import Objective
+from nova_search.records import Paired
+from nova_search.space import Facts
+from nova_search.spec import parse_spec
+from tests.support.builders import level
+from tests.support.specs import fake_spec_dict
+
+GIB = 1024**3
+THROUGHPUT = Objective("output_throughput", "maximize", "best", 0)
+TTFT = Objective("ttft_p99_ms", "minimize", 4, 1)
+
+
+def test_pairs_alternate_leader_first_then_trial_first():
+    assert [leader_first(k) for k in range(4)] == [True, False, True, False]  # A B, B A, A B, B A
+
+
+def test_the_pairs_stop_when_every_level_separates_or_at_the_cap():
+    apart = {
+        64: ([100.0, 101.0, 99.0], [120.0, 121.0, 119.0]),
+        128: ([200.0, 202.0, 199.0], [150.0, 151.0, 149.0]),
+    }
+    assert settled(apart, higher_is_better=True, min_pairs=3, max_pairs=5) == "separated"  # a gain, a loss
+    close = {64: ([100.0, 101.0, 99.0], [100.5, 99.5, 100.2])}
+    assert settled(close, higher_is_better=True, min_pairs=3, max_pairs=5) is None
+    assert settled(close, higher_is_better=True, min_pairs=2, max_pairs=3) == "cap"
+    two = {64: ([100.0, 101.0], [150.0, 151.0])}
+    assert settled(two, higher_is_better=True, min_pairs=3, max_pairs=5) is None  # too few to judge
+
+
+def test_a_trial_is_confirmed_unless_another_beat_it_everywhere_by_more_than_near():
+    mine = [level(1, tok_s=100.0, ttft_p99=10.0), level(4, tok_s=300.0, ttft_p99=20.0)]
+    much_better = [level(1, tok_s=150.0, ttft_p99=5.0), level(4, tok_s=450.0, ttft_p99=10.0)]
+    a_bit_better = [level(1, tok_s=103.0, ttft_p99=9.8), level(4, tok_s=309.0, ttft_p99=19.5)]
+    objectives = [THROUGHPUT, TTFT]
+    assert dominated_by(mine, [(3, much_better)], objectives, near=0.05) == 3
+    assert dominated_by(mine, [(3, a_bit_better)], objectives, near=0.05) is None  # near the front
+    assert dominated_by(mine, [(2, a_bit_better), (3, much_better)], objectives, near=0.05) == 3
+
+
+def test_the_spec_names_what_is_wrong_with_confirm():
+    with pytest.raises(SpecError, match=r"confirm.levels: \[8\] not in sweep.concurrency \[1, 4\]"):
+        parse_spec(fake_spec_dict(2, confirm={"levels": [8]}))
+    with pytest.raises(SpecError, match="confirm.park: sleep needs vLLM's sleep mode"):
+        parse_spec(fake_spec_dict(2, confirm={"park": "sleep"}))  # the stand-in spec's device is cpu
+    with pytest.raises(SpecError, match=r"min_pairs \(4\) is above max_pairs \(3\)"):
+        parse_spec(fake_spec_dict(2, confirm={"min_pairs": 4, "max_pairs": 3}))
+    raw = fake_spec_dict(2, confirm={})
+    assert park_mode(parse_spec(raw)) == "keep"  # auto on the CPU build
+    raw["engine"]["device"] = "cuda"
+    assert park_mode(parse_spec(raw)) == "sleep"
+    assert park_mode(parse_spec(fake_spec_dict(2))) is None
+
+
+def test_the_paired_record_reads_back_as_written():
+    p = Paired(
+        leader=2,
+        park="sleep",
+        pairs=3,
+        stopped="separated",
+        switch_s=2.5,
+        levels={64: (({"output_throughput": 100.0},) * 3, ({"output_throughput": 120.0},) * 3)},
+    )
+    attrs = {schema.PAIRED.key: schema.PAIRED.encode(p)}
+    assert schema.PAIRED.read(attrs) == p
+    assert schema.PAIRED.read({schema.PAIRED.key: {"pairs": "x"}}) is None  # malformed: None, no crash
+
+
+class _Server:
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def alive(self) -> bool:
+        return not self.stopped
+
+
+class _Ctx:
+    def __init__(self, device: str = "cuda", stage: str = "joint") -> None:
+        raw = fake_spec_dict(2, confirm={"park": "sleep"} if device == "cuda" else {})
+        raw["engine"]["device"] = device
+        self.spec = parse_spec(raw)
+        self.facts = Facts(device=device, device_memory_bytes=140 * GIB)
+        self.gpus = (0,)
+        self.stage = stage
+        self.storage_retry_s = 1.0
+        self.servers: set = set()
+        self.reporter = None
+
+
+def _residency(monkeypatch, free_gib: float, available_gib: float = 100.0) -> tuple[Residency, _Server, _Ctx]:
+    from nova_search.engine import sleep as sleep_mode
+
+    monkeypatch.setattr(sleep_mode, "gpu_free_bytes", lambda gpus: {g: int(free_gib * GIB) for g in gpus})
+    monkeypatch.setattr(sleep_mode, "host_available_bytes", lambda: int(available_gib * GIB))
+    r = Residency("sleep", 8 * GIB)
+    server = _Server()
+    ctx = _Ctx()
+    r.leader = Resident(server, 3, "joint", 1000.0, asleep=True)  # type: ignore[arg-type]
+    ctx.servers.add(server)
+    return r, server, ctx
+
+
+def test_the_leader_stays_while_the_next_server_fits_beside_it(monkeypatch):
+    r, server, ctx = _residency(monkeypatch, free_gib=137.0)
+    config = EngineConfig(gpu_memory_utilization=0.9)
+    assert r.make_room(ctx, config) is None and not server.stopped  # 0.9 x 140 + 1 = 127 GiB <= 137
+
+
+def test_the_leader_is_let_go_when_the_next_server_would_not_fit(monkeypatch):
+    r, server, ctx = _residency(monkeypatch, free_gib=130.0)
+    config = EngineConfig(gpu_memory_utilization=0.95)
+    note = r.make_room(ctx, config)
+    assert note is not None and "gpu_memory_utilization 0.95 needs 134.0 GiB of GPU 0" in note
+    assert server.stopped and r.leader is None and server not in ctx.servers
+
+
+def test_the_leader_is_let_go_when_the_host_runs_short_or_the_stage_changes(monkeypatch):
+    r, server, ctx = _residency(monkeypatch, free_gib=137.0, available_gib=4.0)
+    note = r.make_room(ctx, EngineConfig())
+    assert note is not None and "under confirm.host_reserve_gib" in note and server.stopped
+    r, server, ctx = _residency(monkeypatch, free_gib=137.0)
+    ctx.stage = "speculative"
+    assert "the stage changed" in (r.make_room(ctx, EngineConfig()) or "")

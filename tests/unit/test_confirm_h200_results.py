@@ -1,0 +1,71 @@
+"""The committed H200 confirmation study (benchmarks/results/h200-qwen3-8b-confirm), read back through
+nova's own read side: its pairs, its GPU time split and its summary agree with its storage."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+
+import pytest
+
+from nova_search.results.cost import gpu_time
+from nova_search.results.load import load_results
+from tests.support import REPO
+
+RESULTS = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm"
+URL = f"sqlite:///{RESULTS / 'study.db'}"
+
+
+def _summarizer():
+    spec = importlib.util.spec_from_file_location(
+        "confirm_summary", REPO / "benchmarks" / "h200" / "confirm_summary.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_trial_after_the_first_was_paired_with_a_sleeping_leader() -> None:
+    results = load_results("h200-qwen3-8b-confirm", URL)
+    trials = results.trials
+    assert [t.state for t in trials] == ["COMPLETE"] * 4 and trials[0].role == "stock"
+    first = trials[0].paired
+    assert first is not None and first.leader is None and first.pairs == 3  # confirmed alone
+    for t in trials[1:]:
+        p = t.paired
+        assert p is not None and p.leader is not None and p.leader < t.number and p.park == "sleep"
+        assert 3 <= p.pairs <= 4 and set(p.levels) == {64, 128}
+        for c, (lead, mine) in p.levels.items():
+            assert len(lead) == len(mine) == p.pairs
+            assert (
+                len(t.windows[c]) == 1 + p.pairs
+            )  # one window to explore, then the trial's side of each pair
+        assert t.timing["switch_s"] > 0 and "--enable-sleep-mode" in t.argv
+        assert "--enable-sleep-mode" not in t.deployable_argv
+
+
+def test_the_summary_is_what_the_committed_storage_says() -> None:
+    results = load_results("h200-qwen3-8b-confirm", URL)
+    summary = json.loads((RESULTS / "summary.json").read_text())
+    split = gpu_time(results).seconds()
+    assert summary["gpu_time_s"] == pytest.approx(split)
+    assert summary["windows_share"] == pytest.approx(split["windows"] / sum(split.values()))
+    assert summary["windows_share"] == pytest.approx(0.435, abs=0.01)  # the README's 44 %
+    dumped = json.loads((RESULTS / "study.json").read_text())
+    assert _summarizer().summarize(dumped) == summary
+    verdicts = {
+        r["number"]: {c: x["verdict"] for c, x in r["against_leader"].items()} for r in summary["trials"]
+    }
+    assert verdicts[1] == {"64": "verified_gain", "128": "verified_gain"}
+    assert verdicts[2] == {"64": "verified_loss", "128": "verified_loss"}
+    assert verdicts[3] == {"64": "not_verified", "128": "not_verified"}
+
+
+def test_a_sleeping_leader_held_1_3_gib_of_the_gpu_and_nothing_was_left_at_the_end() -> None:
+    rows = [line.split(", ") for line in gzip.open(RESULTS / "gpu.csv.gz", "rt").read().splitlines()]
+    mib = {ts[11:19]: int(used.split()[0]) for ts, _, used in rows}
+    between = [v for t, v in mib.items() if "06:50:21" <= t <= "06:50:40"]  # trial 1 asleep, trial 2 booting
+    assert between and set(between) == {1287}
+    assert mib[max(mib)] == 0
