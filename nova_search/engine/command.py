@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from nova_search.engine.config import KNOBS, EngineConfig
@@ -83,7 +86,9 @@ def unresolved_references(engine_env: Mapping[str, str], worker_env: Mapping[str
 
 @dataclass(frozen=True, slots=True)
 class LaunchPlan:
-    """What it takes to start one server: argv (no secrets in it) and its whole environment."""
+    """What it takes to start one server: argv (no secrets in it) and its whole environment. The API
+    key goes in a private file (``key_file``, named in argv by vLLM's ``--config``) that the server
+    writes before the launch and deletes once the engine has read it."""
 
     argv: tuple[str, ...]
     env: dict[str, str]
@@ -91,6 +96,12 @@ class LaunchPlan:
     port: int
     #: CPU cores to pin the server to (None: no pinning)
     cpus: tuple[int, ...] | None = None
+    api_key: str = ""
+    key_file: Path | None = None
+
+    def key_config(self) -> str:
+        """The key file's text: vLLM's ``--config`` YAML holding ``--api-key``."""
+        return f"api-key: {json.dumps(self.api_key)}\n"
 
 
 def config_args(config: EngineConfig) -> list[str]:
@@ -130,11 +141,16 @@ def build_launch(
     api_key: str,
     gpus: tuple[int, ...] = (),
     sleep_mode: bool = False,
+    key_file: Path | None = None,
 ) -> LaunchPlan:
     """The full launch (``sleep_mode``: with vLLM's sleep mode, ``engine.sleep``). The API key travels
-    in the environment (VLLM_API_KEY), never in argv, so it shows neither in ``ps`` nor in the argv
-    stored on the trial. ``env`` is the server's whole environment (``engine_environment``): nothing
-    else of the worker's reaches it."""
+    in a private file read through vLLM's ``--config`` (``key_file``; by default a new name in the
+    temporary folder), never in argv, so it shows neither in ``ps`` nor in the argv stored on the
+    trial. Not in the environment either: vLLM hashes its known environment variables, VLLM_API_KEY
+    among them, into the key of its compile cache, so a fresh key per trial in the environment would
+    make every boot compile again. ``env`` is the server's whole environment
+    (``engine_environment``): nothing else of the worker's reaches it."""
+    key_file = key_file or Path(tempfile.gettempdir()) / f"nova-key-{secrets.token_hex(8)}.yaml"
     argv = [
         *engine_prefix(engine, model),
         "--served-model-name",
@@ -142,13 +158,14 @@ def build_launch(
         *config_args(config),
         *engine.extra_args,
         *([SLEEP_FLAG] if sleep_mode else []),
+        "--config",
+        str(key_file),
         "--host",
         engine.host,
         "--port",
         str(port),
     ]
     env = engine_environment(os.environ, engine.env)
-    env["VLLM_API_KEY"] = api_key
     if sleep_mode:
         env.update(SLEEP_ENV)
     if gpus:
@@ -159,6 +176,8 @@ def build_launch(
         host=engine.host,
         port=port,
         cpus=tuple(engine.cpus) if engine.cpus else None,
+        api_key=api_key,
+        key_file=key_file,
     )
 
 
@@ -174,7 +193,7 @@ def deployable_argv(plan_argv: tuple[str, ...] | list[str]) -> list[str]:
         if skip:
             skip = False
             continue
-        if a in ("--host", "--port"):
+        if a in ("--host", "--port", "--config"):  # --config: the trial's API key file
             skip = True
             continue
         if a == SLEEP_FLAG:  # nova's own, for the leader it parks between windows

@@ -107,7 +107,7 @@ class Server:
 
     @property
     def api_key(self) -> str:
-        return self.plan.env["VLLM_API_KEY"]
+        return self.plan.api_key
 
     def __enter__(self) -> Server:
         try:
@@ -127,6 +127,7 @@ class Server:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._write_key()
         env = dict(self.plan.env)  # the whole environment: nothing of the worker's beyond it (command.py)
         self._t0 = time.monotonic()
         with self.log_path.open("ab") as log:
@@ -174,6 +175,7 @@ class Server:
                 try:
                     if client.get(url).status_code == 200 and self.alive():
                         self.boot_s = time.monotonic() - self._t0
+                        self._remove_key()  # read at start-up, needed no more
                         return
                 except httpx.HTTPError:
                     pass
@@ -190,8 +192,25 @@ class Server:
         log_tail = tail(self.log_path)
         raise TrialFailure(classify_failure(log_tail), message, log_tail)
 
+    def _write_key(self) -> None:
+        """The API key file, readable by this user only, created anew (never an existing file)."""
+        path = self.plan.key_file
+        if path is None:
+            return
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as e:
+            raise EngineError(f"cannot write the server's API key file {path}: {e.strerror}") from None
+        with os.fdopen(fd, "w") as f:
+            f.write(self.plan.key_config())
+
+    def _remove_key(self) -> None:
+        if self.plan.key_file is not None:
+            self.plan.key_file.unlink(missing_ok=True)
+
     def stop(self) -> None:
         """SIGTERM to the group, SIGKILL after the grace period; then release the guard."""
+        self._remove_key()
         if self.proc is not None:
             pgid = self.proc.pid
             for sig, wait_s in ((signal.SIGTERM, self.stop_timeout_s), (signal.SIGKILL, 10.0)):

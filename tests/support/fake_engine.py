@@ -1,7 +1,7 @@
 """A fast stand-in *engine* for coordination tests: launched by nova-search exactly as vLLM is
 (``engine.command: [python, -m, tests.support.fake_engine]``), it takes vLLM's argv (the model, then
-flags), answers on --host/--port with the API key from VLLM_API_KEY, and serves the stand-in's
-OpenAI streaming API. Unknown vLLM flags are accepted and ignored.
+flags), answers on --host/--port with the API key from its --config file (as vLLM reads it), and
+serves the stand-in's OpenAI streaming API. Unknown vLLM flags are accepted and ignored.
 
 Environment knobs: FAKE_ENGINE_BOOT_S (seconds before it listens, default 0.2), FAKE_ENGINE_ITL_S
 (default 0.002), FAKE_ENGINE_CHILD=1 (also spawn a child process in the same group, like vLLM's
@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--config", default=None)
     args, _ignored = p.parse_known_args(argv)
     given = sys.argv[1:] if argv is None else argv
     record = os.environ.get("FAKE_ENGINE_RECORD") or None
@@ -68,13 +69,22 @@ def main(argv: list[str] | None = None) -> None:
         sleep_mode=sleep_mode,
         on_sleep=on_sleep,
         model=args.served_model_name or args.model,
-        api_key=os.environ.get("VLLM_API_KEY"),
+        api_key=_api_key(args.config),
         ttft_s=0.005 * factor,
         itl_s=float(os.environ.get("FAKE_ENGINE_ITL_S") or "0.002") * factor,
     )
     asyncio.run(_serve(options, args.host, args.port, False))  # until SIGTERM or SIGINT
     if record:
         _record(record, "stop", args.port, args.tensor_parallel_size)
+
+
+def _api_key(config: str | None) -> str | None:
+    """The API key as vLLM takes it: ``api-key`` in the --config YAML, else VLLM_API_KEY."""
+    if config:
+        import yaml
+
+        return str(yaml.safe_load(Path(config).read_text())["api-key"])
+    return os.environ.get("VLLM_API_KEY")
 
 
 def _record(path: str, event: str, port: int, tp: int) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from nova_search.engine.command import (
     API_SERVER_MODULE,
@@ -228,7 +230,7 @@ def test_build_launch_module_argv(monkeypatch: pytest.MonkeyPatch) -> None:
     engine = EngineSpec(
         python="/py", host="127.0.0.2", extra_args=["--enforce-eager", "--load-format", "dummy"]
     )
-    plan = build_launch(engine, MODEL, full_config(), port=8123, api_key=SECRET)
+    plan = build_launch(engine, MODEL, full_config(), port=8123, api_key=SECRET, key_file=Path("/k/key.yaml"))
     assert isinstance(plan.argv, tuple)
     assert list(plan.argv) == [
         "/py",
@@ -246,6 +248,8 @@ def test_build_launch_module_argv(monkeypatch: pytest.MonkeyPatch) -> None:
         "--enforce-eager",
         "--load-format",
         "dummy",
+        "--config",
+        "/k/key.yaml",
         "--host",
         "127.0.0.2",
         "--port",
@@ -265,14 +269,19 @@ def test_build_launch_command_argv() -> None:
     assert list(plan.argv[-4:]) == ["--host", "127.0.0.1", "--port", "9000"]
 
 
-def test_api_key_only_in_env() -> None:
+def test_api_key_only_in_its_file() -> None:
     engine = EngineSpec(python="/py", env={"HF_HOME": "/cache"})
     plan = build_launch(engine, MODEL, full_config(), port=8000, api_key=SECRET)
-    assert plan.env["VLLM_API_KEY"] == SECRET
+    # neither in argv (ps) nor in the environment (vLLM hashes it into its compile cache's key)
+    assert plan.api_key == SECRET and "VLLM_API_KEY" not in plan.env
+    assert yaml.safe_load(plan.key_config()) == {"api-key": SECRET}  # what vLLM's --config reads
+    assert flag_value(plan.argv, "--config") == str(plan.key_file)
     assert plan.env["HF_HOME"] == "/cache"
     assert not any(SECRET in a for a in plan.argv)
-    assert "--api-key" not in plan.argv
+    assert "--api-key" not in plan.argv and "--config" not in deployable_argv(plan.argv)
     assert engine.env == {"HF_HOME": "/cache"}  # the spec's mapping is not mutated
+    other = build_launch(engine, MODEL, full_config(), port=8000, api_key=SECRET)
+    assert other.key_file != plan.key_file  # a new file a launch
 
 
 def test_gpus_set_cuda_visible_devices() -> None:
@@ -291,12 +300,12 @@ def test_no_gpus_leaves_cuda_visible_devices_alone() -> None:
 # ---------------------------------------------------------------- deployable_argv
 
 
-def test_deployable_argv_drops_host_and_port_only() -> None:
+def test_deployable_argv_drops_host_port_and_the_key_file_only() -> None:
     plan = build_launch(EngineSpec(python="/py"), MODEL, full_config(), port=8123, api_key=SECRET)
     dep = deployable_argv(plan.argv)
-    assert "--host" not in dep and "--port" not in dep
+    assert "--host" not in dep and "--port" not in dep and "--config" not in dep
     assert "8123" not in dep and "127.0.0.1" not in dep
-    assert dep == list(plan.argv[:-4])
+    assert dep == list(plan.argv[:-6])
     assert json.loads(flag_value(dep, "--speculative-config"))["prompt_lookup_max"] == 4
 
 

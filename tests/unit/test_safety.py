@@ -53,7 +53,7 @@ def test_a_launch_carries_a_fresh_key_and_the_minimal_environment(monkeypatch):
     plan = build_launch(
         EngineSpec(command=["vllm", "serve"]), ModelSpec(path="/m"), EngineConfig(), port=1, api_key="k1"
     )
-    assert plan.env["VLLM_API_KEY"] == "k1" and "NOVA_STORAGE" not in plan.env
+    assert plan.api_key == "k1" and "VLLM_API_KEY" not in plan.env and "NOVA_STORAGE" not in plan.env
     assert not any("hunter2" in a or "k1" in a for a in plan.argv)
 
 
