@@ -487,7 +487,9 @@ def signals_deferred() -> Iterator[None]:
         yield
     finally:
         for s, handler in old.items():
-            signal.signal(s, handler)
+            # a SIGTERM that came meanwhile stops the worker: like the CLI's own handler after a first
+            # one, later SIGTERMs are ignored, so one landing while Python exits cannot kill it by SIGINT
+            signal.signal(s, signal.SIG_IGN if s == signal.SIGTERM and s in pending else handler)
     if pending:
         log.warning("a signal came while a trial's outcome was being recorded: it was recorded first")
         raise KeyboardInterrupt

@@ -143,6 +143,27 @@ def test_signals_are_deferred_while_an_outcome_is_recorded():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_a_sigterm_while_an_outcome_is_recorded_leaves_later_ones_ignored():
+    """The worker stops on it; a second SIGTERM (the launcher's death signal, say) landing while Python
+    exits must not raise again, or the exit status becomes "killed by SIGINT" instead of 130."""
+
+    def raising(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, raising)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with worker.signals_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        os.kill(os.getpid(), signal.SIGTERM)  # ignored: nothing raised
+        with worker.signals_deferred():  # no signal this time: the handler in place is kept
+            pass
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def test_a_tp2_trial_never_starts_on_a_one_gpu_worker_and_waits_for_a_worker_with_two(
     url, monkeypatch, tmp_path
 ):
