@@ -232,23 +232,11 @@ def test_the_verdict_uses_the_pairs_with_the_tuned_baseline_when_a_candidate_has
         for lv, v in lead.items()
     }
     with_pairs = replace(cand, paired_with=TUNED.key, paired=paired)
-    v = build_verdict(
-        [TUNED, with_pairs],
-        metric="output_throughput",
-        higher_is_better=True,
-        levels=(1, 4, 16, 64),
-        tuned=TUNED.key,
-    )
+    v = verdict([TUNED, with_pairs], tuned=TUNED.key)
     gains = v.drafters[0].per_level
     assert all(g.n_tuned == 3 and g.n_candidate == 3 for g in gains)
     assert all(abs(g.diff_pct - 5.0) < 0.01 and g.verdict == "verified_gain" for g in gains)
     # pairs with another trial are not pairs with tuned: every window is compared instead
     elsewhere = replace(cand, paired_with="spec#1", paired=paired)
-    v = build_verdict(
-        [TUNED, elsewhere],
-        metric="output_throughput",
-        higher_is_better=True,
-        levels=(1, 4, 16, 64),
-        tuned=TUNED.key,
-    )
+    v = verdict([TUNED, elsewhere], tuned=TUNED.key)
     assert all(g.n_tuned == 5 and g.n_candidate == 1 for g in v.drafters[0].per_level)
