@@ -33,7 +33,7 @@ from nova_search import schema
 from nova_search.analysis import find_saturation
 from nova_search.analysis.dominance import Finished, early_stop
 from nova_search.artifacts import REQUESTS_FILE, upload_files
-from nova_search.confirm import Residency, follow_up, park_mode
+from nova_search.confirm import LEADER_REQUESTS_FILE, Residency, follow_up, park_mode
 from nova_search.db import retrying
 from nova_search.engine.command import build_launch, served_name
 from nova_search.engine.config import EngineConfig
@@ -174,6 +174,8 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "server.log"
     requests_path = log_path.with_name(REQUESTS_FILE)
     requests_path.unlink(missing_ok=True)  # a study of the same name run before in this folder
+    leader_requests = requests_path.with_name(LEADER_REQUESTS_FILE)  # the leader's side of its pairs
+    leader_requests.unlink(missing_ok=True)
     _set(trial, ctx, schema.SERVER_LOG, str(log_path))
     timing: dict[str, float] = {}
     levels: list[LevelResult] = []
@@ -238,7 +240,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         timing["total_s"] = time.monotonic() - started
         _set(trial, ctx, schema.TIMING, timing)
         if ctx.artifact_store is not None:
-            upload_files(trial, ctx.artifact_store, [requests_path, log_path])
+            upload_files(trial, ctx.artifact_store, [requests_path, log_path, leader_requests])
 
     values = obj.objective_values(levels, spec.objectives)
     missing = [o.name for o, v in zip(spec.objectives, values, strict=True) if v is None]

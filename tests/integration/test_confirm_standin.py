@@ -10,6 +10,7 @@ import json
 import optuna
 import pytest
 import yaml
+from optuna.artifacts import get_all_artifact_meta
 
 from nova_search import schema
 from nova_search.results.load import load_results
@@ -80,6 +81,15 @@ def test_trials_near_the_front_are_measured_again_against_a_resident_leader(tmp_
         assert all(lv.completed == 8 * (1 + p.pairs) and lv.errors == 0 for lv in levels.values())
         timing = schema.TIMING.read(t.user_attrs)
         assert timing["confirm_s"] > 0 and timing["measure_s"] > 0
+        # every request of the leader's windows is kept beside the trial's, as an artifact
+        leader_rows = (
+            tmp_path / "art" / raw["name"] / f"trial-{t.number:04d}" / "leader-requests.jsonl"
+        ).read_text()
+        assert len(leader_rows.splitlines()) == 8 * p.pairs * 2
+        assert any(
+            a.filename == "leader-requests.jsonl"
+            for a in get_all_artifact_meta(t, storage=optuna.storages.get_storage(url))
+        )
         assert (timing["switch_s"] > 0) == (park == "sleep")
 
     lives = engine_records(record)
