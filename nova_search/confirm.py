@@ -261,7 +261,12 @@ def wants_confirmation(trial: optuna.Trial, ctx: Context, levels: Sequence[Level
     if ctx.stage == "speculative":
         return None
     finished = []
-    for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+    done = retrying(
+        lambda: trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
+        ctx.storage_retry_s,
+        "read the finished trials from",
+    )
+    for t in done:
         other = schema.LEVELS.read(t.user_attrs)
         if other and t.number != trial.number and all(v <= 0.0 for v in t.constraints.values()):
             finished.append((t.number, other))

@@ -130,7 +130,10 @@ class Server:
         self._write_key()
         env = dict(self.plan.env)  # the whole environment: nothing of the worker's beyond it (command.py)
         self._t0 = time.monotonic()
-        with self.log_path.open("ab") as log:
+        # the log is this user's alone: vLLM 0.26 prints the API key it read from --config in it, which
+        # nova masks once the server is up (``_mask_key``)
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as log:
             try:
                 self.proc = subprocess.Popen(
                     list(self.plan.argv),
@@ -176,6 +179,7 @@ class Server:
                     if client.get(url).status_code == 200 and self.alive():
                         self.boot_s = time.monotonic() - self._t0
                         self._remove_key()  # read at start-up, needed no more
+                        self._mask_key()
                         return
                 except httpx.HTTPError:
                     pass
@@ -208,8 +212,28 @@ class Server:
         if self.plan.key_file is not None:
             self.plan.key_file.unlink(missing_ok=True)
 
+    def _mask_key(self) -> None:
+        """Overwrite every copy of the API key in the log with as many ``*`` (vLLM 0.26 prints it among
+        its "non-default args" at start-up). In place, the length kept, so the server's appends go on."""
+        key = self.plan.api_key.encode()
+        if not key:
+            return
+        try:
+            data = self.log_path.read_bytes()
+            fd = os.open(self.log_path, os.O_WRONLY)
+        except OSError:
+            return
+        try:
+            at = data.find(key)
+            while at >= 0:
+                os.pwrite(fd, b"*" * len(key), at)
+                at = data.find(key, at + len(key))
+        finally:
+            os.close(fd)
+
     def stop(self) -> None:
-        """SIGTERM to the group, SIGKILL after the grace period; then release the guard."""
+        """SIGTERM to the group, SIGKILL after the grace period; then release the guard (and mask the
+        API key in the log)."""
         self._remove_key()
         if self.proc is not None:
             pgid = self.proc.pid
@@ -230,6 +254,7 @@ class Server:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        self._mask_key()
         if self._guard_fd is not None:
             os.close(self._guard_fd)
             self._guard_fd = None

@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     if refuse and refuse in given:
         print(f"ValueError: fake engine refuses {refuse}", file=sys.stderr, flush=True)
         sys.exit(1)
+    # as vLLM 0.26 does, the key read from --config among the arguments it logs at start-up
+    print(f"non-default args: {{'port': {args.port}, 'api_key': [{_api_key(args.config)!r}]}}", flush=True)
     time.sleep(float(os.environ.get("FAKE_ENGINE_BOOT_S") or "0.2"))
     if os.environ.get("FAKE_ENGINE_CHILD") == "1":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
