@@ -28,11 +28,11 @@ from vllm.engine.arg_utils import EngineArgs
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 args = make_arg_parser(FlexibleArgumentParser()).parse_args(json.loads(sys.argv[1]))
 ea = EngineArgs.from_cli_args(args)
-print(json.dumps({k: getattr(ea, k) for k in json.loads(sys.argv[2])}))
+print(json.dumps({"api_key": args.api_key, **{k: getattr(ea, k) for k in json.loads(sys.argv[2])}}))
 """
 
 
-def test_vllm_takes_the_sweeps_graph_size_from_novas_argv(engine_python: str, tiny_model) -> None:
+def test_vllm_takes_the_sweeps_graph_size_from_novas_argv(engine_python: str, tiny_model, tmp_path) -> None:
     raw = minimal_spec_dict(
         model={"path": str(tiny_model), "served_name": "tiny"},
         sweep={"concurrency": [1, 8, 48], "requests": 2},
@@ -43,7 +43,9 @@ def test_vllm_takes_the_sweeps_graph_size_from_novas_argv(engine_python: str, ti
     trial = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3)).ask()
     config = choose_config(trial, spec)
     assert config.max_cudagraph_capture_size == 48
-    plan = build_launch(spec.engine, spec.model, config, port=8000, api_key="unused")
+    key_file = tmp_path / "key.yaml"
+    plan = build_launch(spec.engine, spec.model, config, port=8000, api_key="unused", key_file=key_file)
+    key_file.write_text(plan.key_config())  # as Server.start writes it: vLLM reads it through --config
     server_args = list(plan.argv[plan.argv.index("--model") :])
     keys = ["max_cudagraph_capture_size", "max_num_seqs", "max_num_batched_tokens"]
     r = subprocess.run(
@@ -55,6 +57,7 @@ def test_vllm_takes_the_sweeps_graph_size_from_novas_argv(engine_python: str, ti
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got == {
+        "api_key": ["unused"],  # the key from nova's file, not from argv or the environment
         "max_cudagraph_capture_size": 48,
         "max_num_seqs": config.max_num_seqs,
         "max_num_batched_tokens": 2048,
