@@ -54,7 +54,7 @@ from nova_search.db import (
     retrying,
     storage_retry_s,
 )
-from nova_search.engine.command import unresolved_references
+from nova_search.engine.command import engine_prefix, unresolved_references
 from nova_search.errors import EngineError, TrialFailure
 from nova_search.metrics import LevelResult
 from nova_search.placement import FittingSampler, NoSlot, Placement, ask_fitting, place, queued_gpus
@@ -180,6 +180,7 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
         raise EngineError(
             f"{'; '.join(missing)}: not set in this worker's environment (export it, or give a default)"
         )
+    engine_prefix(spec.engine, spec.model)  # no interpreter and no command: say so before any trial is asked
     opts = opts.with_deadline()
     storage = rdb_storage(study)
     store = LevelStore(storage.url, retry_window_s=opts.storage_retry_s)

@@ -48,3 +48,15 @@ def test_worker_with_bad_url_is_a_one_line_error():
     r = nova("worker", "s", "--storage", "not a url")
     assert r.returncode == 1
     assert "is not a SQLAlchemy URL" in r.stderr
+
+
+def test_a_worker_without_an_engine_says_so_before_it_asks_a_trial():
+    with fresh_database() as url:
+        raw = minimal_spec_dict()
+        raw["engine"] = {"device": "cpu"}  # neither engine.python nor engine.command
+        nova_study.create(parse_spec(raw), url, "no-engine")
+        r = nova("worker", "no-engine", "--storage", url, env={"NOVA_ENGINE_PYTHON": ""})
+        assert r.returncode != 0 and "engine.python is not set" in r.stderr
+        trials = optuna.load_study(study_name="no-engine", storage=url).get_trials()
+        waiting = optuna.trial.TrialState.WAITING
+        assert trials and all(t.state == waiting for t in trials)  # the stock baseline still queued: none ran
