@@ -283,9 +283,10 @@ def confirm_trial(
     requests_path: Path,
     timing: dict[str, float],
     record_level: Callable[[LevelResult, dict[str, float]], None],
-) -> bool:
+) -> tuple[bool, Paired]:
     """Measure the trial again (see the module docstring), adding its windows to ``by_level`` and
-    storing them as each pair ends. Returns whether the trial's server was left asleep."""
+    storing them as each pair ends. Returns whether the trial's server was left asleep, and the pairs
+    as stored."""
     spec = ctx.spec
     rule = spec.confirm
     assert rule is not None
@@ -406,7 +407,7 @@ def confirm_trial(
         leader.asleep = residency.mode == "sleep"
     timing["switch_s"] = switch_s
     timing["confirm_s"] = time.monotonic() - started
-    return not trial_side.awake
+    return not trial_side.awake, paired()
 
 
 class _LeaderLost(Exception):
@@ -437,12 +438,12 @@ def follow_up(
     asleep = False
     notes = []
     if skip is None:
-        asleep = confirm_trial(trial, ctx, residency, server, by_level, requests_path, timing, record_level)
+        asleep, p = confirm_trial(
+            trial, ctx, residency, server, by_level, requests_path, timing, record_level
+        )
         levels = [combine_repeats(ws) for ws in by_level.values()]
-        p = retrying(lambda: schema.PAIRED.read(trial.user_attrs), ctx.storage_retry_s, "read a trial in")
-        if p is not None:
-            whom = "alone" if p.leader is None else f"vs #{p.leader}"
-            notes.append(f"confirmed {whom}: {p.pairs} pair(s), {p.stopped or 'cut short'}")
+        whom = "alone" if p.leader is None else f"vs #{p.leader}"
+        notes.append(f"confirmed {whom}: {p.pairs} pair(s), {p.stopped or 'cut short'}")
     else:
         notes.append(f"not confirmed: {skip}")
     value = obj.objective_values(levels, ctx.spec.objectives)[0]

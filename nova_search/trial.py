@@ -48,7 +48,7 @@ from nova_search.metrics import LevelResult, RequestSLO, combine_repeats, summar
 from nova_search.placement import server_gpus
 from nova_search.space import Facts, baseline_config, incompatibilities, sample, with_graph_sizes
 from nova_search.spec import StudySpec
-from nova_search.window import keep_requests, run_window, store_levels, warmup_prompts
+from nova_search.window import keep_requests, run_window, store_levels, warmup_prompts, write_attr
 
 #: how a server that never came up failed, when the configuration is to blame (the same launch fails
 #: the same way again): out of memory, or a flag or combination the engine refuses. Such a trial ends
@@ -421,4 +421,4 @@ def _short(text: str, limit: int = 200) -> str:
 
 def _set(trial: optuna.Trial, ctx: TrialContext, attr: schema.Attr[Any], value: Any) -> None:
     """A user attribute, written through a database restart (retried for ctx.storage_retry_s)."""
-    retrying(lambda: attr.write(trial, value), ctx.storage_retry_s, f"write {attr.key} of a trial in")
+    write_attr(trial, attr, value, ctx.storage_retry_s)
