@@ -18,7 +18,6 @@ context has an artifact store), before the trial is told.
 
 from __future__ import annotations
 
-import secrets
 import socket
 import threading
 import time
@@ -35,7 +34,7 @@ from nova_search.analysis.dominance import Finished, early_stop
 from nova_search.artifacts import REQUESTS_FILE, upload_files
 from nova_search.confirm import LEADER_REQUESTS_FILE, Residency, follow_up, park_mode
 from nova_search.db import retrying
-from nova_search.engine.command import build_launch, served_name
+from nova_search.engine.command import build_launch, new_api_key, served_name
 from nova_search.engine.config import EngineConfig
 from nova_search.engine.probe import read_version
 from nova_search.engine.server import Server, free_port, tail
@@ -166,7 +165,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         spec.model,
         config,
         port=free_port(spec.engine.host),
-        api_key=secrets.token_urlsafe(24),
+        api_key=new_api_key(),
         gpus=ctx.gpus,
         sleep_mode=park_mode(spec) == "sleep",
     )

@@ -104,6 +104,13 @@ class LaunchPlan:
         return f"api-key: {json.dumps(self.api_key)}\n"
 
 
+def new_api_key() -> str:
+    """A fresh API key for one server: 48 hex digits. Never URL-safe base64: vLLM reads ``--config``
+    by turning each entry into argv (``--api-key VALUE``), and argparse takes a value that starts with
+    ``-`` for a flag, so one key in 64 made the server exit with code 2 at start-up."""
+    return secrets.token_hex(24)
+
+
 def config_args(config: EngineConfig) -> list[str]:
     """The flags for the knobs that are set, in the table's order."""
     args: list[str] = []
@@ -150,6 +157,10 @@ def build_launch(
     among them, into the key of its compile cache, so a fresh key per trial in the environment would
     make every boot compile again. ``env`` is the server's whole environment
     (``engine_environment``): nothing else of the worker's reaches it."""
+    if api_key.startswith("-"):
+        raise EngineError(
+            "api_key: a key that starts with '-' reads as a flag in vLLM's --config; use new_api_key()"
+        )
     key_file = key_file or Path(tempfile.gettempdir()) / f"nova-key-{secrets.token_hex(8)}.yaml"
     argv = [
         *engine_prefix(engine, model),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from nova_search.engine.command import (
     config_args,
     deployable_argv,
     engine_prefix,
+    new_api_key,
     served_name,
 )
 from nova_search.engine.config import EngineConfig, SpeculativeConfig
@@ -282,6 +284,14 @@ def test_api_key_only_in_its_file() -> None:
     assert engine.env == {"HF_HOME": "/cache"}  # the spec's mapping is not mutated
     other = build_launch(engine, MODEL, full_config(), port=8000, api_key=SECRET)
     assert other.key_file != plan.key_file  # a new file a launch
+
+
+def test_new_api_keys_never_read_as_a_flag() -> None:
+    # vLLM turns --config entries into argv; a key starting with "-" made the server exit with code 2
+    keys = {new_api_key() for _ in range(2000)}
+    assert len(keys) == 2000 and all(re.fullmatch(r"[0-9a-f]{48}", k) for k in keys)
+    with pytest.raises(EngineError, match="api_key: a key that starts with '-'"):
+        build_launch(EngineSpec(python="/py"), MODEL, EngineConfig(), port=8000, api_key="-Abc_def")
 
 
 def test_gpus_set_cuda_visible_devices() -> None:
