@@ -56,19 +56,21 @@ def _training_text() -> list[str]:
     raise RuntimeError("no local text found to train the tokenizer on")
 
 
-def build_tokenizer(out: Path) -> None:
+def build_tokenizer(out: Path, files: list[str] | None = None, vocab: int = VOCAB) -> None:
+    """A byte-level BPE tokenizer of ``vocab`` ids (the 3 specials first) trained on ``files`` (default:
+    local licence texts), with its config files, written to ``out``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB,
+        vocab_size=vocab,
         special_tokens=SPECIALS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train(_training_text(), trainer)
+    tok.train(files or _training_text(), trainer)
     tok.save(str(out / "tokenizer.json"))
     (out / "tokenizer_config.json").write_text(
         json.dumps(

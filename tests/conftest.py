@@ -39,6 +39,16 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
 
 
+@pytest.fixture(scope="session")
+def trained_pair(engine_python: str) -> Path:
+    """The trained CPU pair (``nova-search trained-model``): built once per machine in the cache (about
+    6 minutes on 2 cores), kept while the plan, the build's sources and the corpus are the same."""
+    from nova_search.trained.build import build_trained_pair, default_dir
+
+    build_trained_pair(default_dir(), engine_python)
+    return default_dir()
+
+
 @pytest.fixture
 def standin() -> Iterator[Callable[..., StandinServer]]:
     """A factory: ``standin(tokens_per_chunk=3, ttft_s=0.05)`` starts a stand-in server on a free

@@ -1,0 +1,204 @@
+"""Build the trained CPU pair: a target model and a draft model that share one tokenizer, trained
+here from the local corpus (``corpus``), and a workload of held-out text.
+
+The stages, each a function of the one before:
+1. ``corpus.split(corpus.corpus_files())``: train and held-out files;
+2. a byte-level BPE tokenizer of ``VOCAB`` ids trained on the train files (``tinymodel.build_tokenizer``);
+3. the two token arrays (``corpus.encode``);
+4. the target, trained on the text (``train.py``, run by the engine's interpreter: it has torch);
+5. the draft, trained on the text and on the target's next-token distribution;
+6. ``workload.jsonl``: held-out prompts with their real continuations.
+
+The folder it writes (``OUT``) is a model folder vLLM serves with real weights; ``OUT/draft`` is the
+drafter (``speculative.drafters.draft_model``); ``OUT/report.json`` records the corpus, each model's
+training and held-out loss, and the ``key`` of everything that made it (the plan, these sources, the
+corpus's file list), so a folder with the same key is not built again. It is built beside ``OUT``
+and renamed into place: nothing half-written is ever at ``OUT``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nova_search.errors import EngineError
+from nova_search.tinymodel import build_tokenizer
+from nova_search.trained import corpus
+
+VOCAB = 4096
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+TRAIN_SCRIPT = Path(__file__).with_name("train.py")
+
+_COMMON = {
+    "vocab_size": VOCAB,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0,
+    "hidden_act": "silu",
+    "tie_word_embeddings": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "head_dim": 64,
+}
+#: the target: 4 layers of 256 (4.4M parameters)
+TARGET = {**_COMMON, "hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "num_key_value_heads": 2}  # fmt: skip
+#: the draft: 1 layer of 128 (1.2M parameters, most of them the embeddings and the head)
+DRAFT = {**_COMMON, "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 1,
+         "num_attention_heads": 2, "num_key_value_heads": 1}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """How long each model trains, on what windows, from which seed."""
+
+    seed: int = 0
+    target_steps: int = 300
+    draft_steps: int = 300
+    batch: int = 16
+    seq_len: int = 256
+    lr: float = 3e-3
+    warmup: int = 20
+    #: held-out workload: prompt and continuation sizes (characters), and the most records
+    prompt_chars: int = 1000
+    answer_chars: int = 400
+    records: int = 400
+    target: dict = field(default_factory=lambda: dict(TARGET))
+    draft: dict = field(default_factory=lambda: dict(DRAFT))
+
+
+def default_dir() -> Path:
+    """Where the test suite keeps the pair between runs: ``NOVA_TRAINED_DIR``, else the user's cache."""
+    if os.environ.get("NOVA_TRAINED_DIR"):
+        return Path(os.environ["NOVA_TRAINED_DIR"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "nova-search" / "trained-cpu"
+
+
+def plan_key(plan: TrainPlan, files: list[Path]) -> str:
+    """What the pair is a function of: the plan, the build's own sources and the corpus file list."""
+    h = hashlib.sha256(json.dumps(asdict(plan), sort_keys=True).encode())
+    for src in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(src.read_bytes())
+    for f in files:
+        h.update(f"{corpus._name(f)}:{f.stat().st_size}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def current(out: Path, key: str) -> bool:
+    try:
+        return json.loads((out / "report.json").read_text())["key"] == key
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def build_trained_pair(out_dir: str | Path, engine_python: str, plan: TrainPlan | None = None) -> dict:
+    """Build (or keep, when its key matches) the pair at ``out_dir``; return its report."""
+    plan = plan or TrainPlan()
+    out = Path(out_dir)
+    files = corpus.corpus_files()
+    key = plan_key(plan, files)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second build of the same folder waits, then keeps the first's
+        if current(out, key):
+            return json.loads((out / "report.json").read_text())
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            report = _build(work / "pair", work, files, plan, key, engine_python)
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(work / "pair", out)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+def _build(out: Path, work: Path, files: list[Path], plan: TrainPlan, key: str, engine_python: str) -> dict:
+    from tokenizers import Tokenizer
+
+    t0 = time.monotonic()
+    split = corpus.split(files)
+    out.mkdir()
+    build_tokenizer(out, [str(f) for f in split.train], vocab=VOCAB)
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+
+    def encode_batch(texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+
+    np.save(work / "train.npy", corpus.encode(encode_batch, split.train))
+    np.save(work / "held.npy", corpus.encode(encode_batch, split.held_out))
+    target = _train(engine_python, work, "target", out, plan, plan.target, teacher=None)
+    draft_dir = out / "draft"
+    draft_dir.mkdir()
+    for name in TOKENIZER_FILES:
+        shutil.copy(out / name, draft_dir / name)
+    draft = _train(engine_python, work, "draft", draft_dir, plan, plan.draft, teacher=out)
+    records = corpus.workload_records(
+        [corpus.read(f) for f in split.held_out], plan.prompt_chars, plan.answer_chars, plan.records
+    )
+    (out / "workload.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = {
+        "key": key,
+        "plan": asdict(plan),
+        "corpus": {
+            **split.manifest(),
+            "tokens": {"train": _count(work / "train.npy"), "held_out": _count(work / "held.npy")},
+        },
+        "workload_records": len(records),
+        "target": target,
+        "draft": draft,
+        "build_seconds": round(time.monotonic() - t0, 1),
+        "host": {
+            "machine": platform.machine(),
+            "cpus": len(os.sched_getaffinity(0)),
+            "python": platform.python_version(),
+        },
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
+def _count(path: Path) -> int:
+    return int(np.load(path, mmap_mode="r").shape[0])
+
+
+def _train(
+    engine_python: str, work: Path, name: str, out: Path, plan: TrainPlan, config: dict, teacher: Path | None
+) -> dict:
+    steps = plan.target_steps if teacher is None else plan.draft_steps
+    job = {
+        "train": str(work / "train.npy"),
+        "held_out": str(work / "held.npy"),
+        "config": config,
+        "teacher": str(teacher) if teacher else None,
+        "steps": steps,
+        "batch": plan.batch,
+        "seq_len": plan.seq_len,
+        "lr": plan.lr,
+        "warmup": plan.warmup,
+        "seed": plan.seed,
+        "out": str(out),
+    }
+    job_file = work / f"{name}.json"
+    job_file.write_text(json.dumps(job))
+    proc = subprocess.run([engine_python, str(TRAIN_SCRIPT), str(job_file)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise EngineError(
+            f"training the {name} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
+        )
+    (out / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": 1, "eos_token_id": 2, "do_sample": False}, indent=2)
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,0 +1,128 @@
+"""Train one small Llama on a token array, run by the engine's interpreter (it has torch and
+transformers; nova's own environment need not). Stand-alone: it imports nothing of nova_search, so
+``python train.py JOB.json`` works from an installed package as from a clone.
+
+The job (JSON) names:
+- ``train`` and ``held_out``: uint16 token files (``numpy.save``), the corpus with ``</s>`` between files;
+- ``config``: the transformers ``LlamaConfig`` fields;
+- ``teacher`` (optional): a model folder; then the student learns the teacher's next-token
+  distribution (KL, temperature 1) beside the text's own next token, which is what a draft model
+  needs: greedy acceptance is the share of positions where the draft's top token is the target's;
+- ``steps``, ``batch``, ``seq_len``, ``lr``, ``warmup``, ``seed``, ``out``.
+
+Everything random is drawn from ``seed`` (weights, batches); the run uses every core it may use. It
+writes the model (safetensors, bf16, with generation_config.json) and ``train.json``: the loss curve,
+held-out loss and perplexity, and, with a teacher, the held-out top-1 agreement with it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import LlamaConfig, LlamaForCausalLM
+
+EVAL_WINDOWS = 64
+
+
+def batches(tokens: np.ndarray, rng: np.random.Generator, batch: int, seq_len: int) -> torch.Tensor:
+    starts = rng.integers(0, len(tokens) - seq_len - 1, size=batch)
+    return torch.from_numpy(np.stack([tokens[s : s + seq_len + 1] for s in starts]).astype(np.int64))
+
+
+def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
+    """Linear warm-up, then cosine decay to a tenth."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    done = (step - warmup) / max(steps - warmup, 1)
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done)))
+
+
+@torch.no_grad()
+def evaluate(
+    model: LlamaForCausalLM, teacher: LlamaForCausalLM | None, held: np.ndarray, seq_len: int
+) -> dict:
+    """Held-out loss over fixed, evenly spaced windows (the same for every model of a corpus)."""
+    model.eval()
+    starts = np.linspace(0, len(held) - seq_len - 2, EVAL_WINDOWS).astype(np.int64)
+    x = torch.from_numpy(np.stack([held[s : s + seq_len + 1] for s in starts]).astype(np.int64))
+    losses, agree, total = [], 0, 0
+    for chunk in x.split(16):
+        logits = model(input_ids=chunk[:, :-1]).logits.float()
+        losses.append(F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(), reduction="sum").item())
+        if teacher is not None:
+            top = teacher(input_ids=chunk[:, :-1]).logits.argmax(-1)
+            agree += int((logits.argmax(-1) == top).sum())
+        total += chunk[:, 1:].numel()
+    model.train()
+    loss = sum(losses) / total
+    out = {"held_out_loss": round(loss, 4), "held_out_perplexity": round(math.exp(loss), 2), "tokens": total}
+    if teacher is not None:
+        out["held_out_top1_agreement"] = round(agree / total, 4)
+    return out
+
+
+def train(job: dict) -> dict:
+    torch.manual_seed(job["seed"])
+    rng = np.random.default_rng(job["seed"])
+    threads = len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
+    tokens = np.load(job["train"])
+    held = np.load(job["held_out"])
+    model = LlamaForCausalLM(LlamaConfig(**job["config"]))
+    teacher = None
+    if job.get("teacher"):
+        teacher = LlamaForCausalLM.from_pretrained(job["teacher"], dtype=torch.float32).eval()
+    opt = torch.optim.AdamW(model.parameters(), lr=job["lr"], betas=(0.9, 0.95), weight_decay=0.1)
+    curve = []
+    t0 = time.monotonic()
+    for step in range(job["steps"]):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, job["steps"], job["lr"], job["warmup"])
+        x = batches(tokens, rng, job["batch"], job["seq_len"])
+        logits = model(input_ids=x[:, :-1]).logits
+        loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
+        if teacher is not None:
+            with torch.no_grad():
+                target = F.log_softmax(teacher(input_ids=x[:, :-1]).logits, -1)
+            kl = F.kl_div(F.log_softmax(logits, -1), target, log_target=True, reduction="batchmean")
+            loss = 0.5 * loss + kl / x.shape[1]
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 25 == 0 or step == job["steps"] - 1:
+            curve.append([step, round(loss.item(), 4)])
+            print(
+                f"step {step} loss {loss.item():.3f} ({time.monotonic() - t0:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+    seconds = time.monotonic() - t0
+    out = Path(job["out"])
+    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    model.float()
+    report = {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "steps": job["steps"],
+        "tokens_seen": job["steps"] * job["batch"] * job["seq_len"],
+        "train_seconds": round(seconds, 1),
+        "threads": threads,
+        "torch": torch.__version__,
+        "seed": job["seed"],
+        "loss_curve": curve,
+        **evaluate(model, teacher, held, job["seq_len"]),
+    }
+    (out / "train.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    print(json.dumps(train(json.loads(Path(sys.argv[1]).read_text()))))

@@ -1,0 +1,73 @@
+"""The trained pair's corpus and build plan (``nova_search.trained``): pure functions, on this machine's
+real standard library and licence texts. Training itself runs in tests/integration/test_trained_engine.py."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from nova_search.trained import corpus
+from nova_search.trained.build import TrainPlan, default_dir, plan_key
+from tests.support.cli import nova
+
+
+def test_the_corpus_holds_out_one_file_in_ten_by_name_on_every_machine() -> None:
+    files = corpus.corpus_files()
+    assert any(f.suffix == ".py" for f in files)
+    assert not any({"test", "site-packages"} & set(f.parts) for f in files if f.suffix == ".py")
+    split = corpus.split(files)
+    assert set(split.train).isdisjoint(split.held_out)
+    assert len(split.train) + len(split.held_out) == len(files)
+    assert 0.05 < len(split.held_out) / len(files) < 0.15
+    # by name within the library, not by where it is installed
+    assert corpus._name(Path("/opt/py/lib/python3.12/json/decoder.py")) == "json/decoder.py"
+    assert corpus.split(list(reversed(files))).held_out == tuple(reversed(split.held_out))
+    manifest = split.manifest()
+    assert manifest["train"]["files"] == len(split.train) and manifest["held_out"]["bytes"] > 0
+
+
+def test_encode_puts_the_end_of_text_token_after_every_file(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("ab")
+    b.write_text("xyz")
+    ids = corpus.encode(lambda texts: [[ord(c) for c in t] for t in texts], [a, b])
+    assert ids.dtype.name == "uint16"
+    assert ids.tolist() == [97, 98, corpus.EOS, 120, 121, 122, corpus.EOS]
+
+
+def test_workload_records_are_real_continuations_cut_at_line_ends() -> None:
+    texts = ["".join(f"line {i} of a\n" for i in range(200)), "".join(f"row {i} of b\n" for i in range(50))]
+    records = corpus.workload_records(texts, prompt_chars=100, answer_chars=40, limit=12)
+    assert len(records) == 12
+    firsts = [r["messages"][0]["content"] for r in records[:2]]
+    assert firsts[0].startswith("line 0") and firsts[1].startswith("row 0")  # round-robin over the texts
+    for r in records:
+        (user, assistant) = r["messages"]
+        assert user["role"] == "user" and assistant["role"] == "assistant"
+        assert user["content"].endswith("\n") and assistant["content"].endswith("\n")
+        assert len(user["content"]) >= 100 and len(assistant["content"]) >= 40
+        assert any(user["content"] + assistant["content"] in t for t in texts)  # the text's own continuation
+    assert len(corpus.workload_records(texts, 100, 40, limit=10_000)) < 10_000  # the texts run out
+
+
+def test_the_plan_key_follows_the_plan_and_the_corpus(tmp_path: Path) -> None:
+    files = corpus.corpus_files()[:20]
+    key = plan_key(TrainPlan(), files)
+    assert key == plan_key(TrainPlan(), files)
+    assert key != plan_key(replace(TrainPlan(), seed=1), files)
+    assert key != plan_key(TrainPlan(), files[:-1])
+
+
+def test_the_default_folder_is_the_cache_unless_named(monkeypatch) -> None:
+    monkeypatch.setenv("NOVA_TRAINED_DIR", "/somewhere/pair")
+    assert default_dir() == Path("/somewhere/pair")
+    monkeypatch.delenv("NOVA_TRAINED_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/c")
+    assert default_dir() == Path("/c/nova-search/trained-cpu")
+
+
+def test_trained_model_without_an_engine_says_which_flag(tmp_path: Path) -> None:
+    r = nova("trained-model", str(tmp_path / "pair"), env={"NOVA_ENGINE_PYTHON": ""})
+    assert r.returncode != 0
+    assert "--engine-python" in r.stderr and "NOVA_ENGINE_PYTHON" in r.stderr
+    assert not (tmp_path / "pair").exists()
