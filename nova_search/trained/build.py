@@ -244,3 +244,19 @@ def _run(engine_python: str, script: Path, work: Path, name: str, job: dict) -> 
             f"training the {name} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
         )
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def summary_lines(report: dict, out: Path) -> list[str]:
+    """What ``nova-search trained-model`` prints: each model's size and what it reached."""
+    target, draft, eagle3 = report["target"], report["draft"], report["eagle3"]
+    return [
+        f"target: {target['parameters'] / 1e6:.1f}M parameters, held-out loss {target['held_out_loss']:.3f} "
+        f"(perplexity {target['held_out_perplexity']:g})",
+        f"draft: {draft['parameters'] / 1e6:.1f}M parameters, held-out loss {draft['held_out_loss']:.3f}, "
+        f"top-1 agreement with the target {draft['held_out_top1_agreement']:.1%}",
+        f"eagle3: {eagle3['parameters'] / 1e6:.1f}M parameters, top-1 agreement with the target "
+        f"{eagle3['held_out_top1_agreement_step1']:.1%} (first step), "
+        f"{eagle3['held_out_top1_agreement_step2']:.1%} (second)",
+        f"written to {out} (drafters in {out / 'draft'} and {out / 'eagle3'}, "
+        f"workload {out / 'workload.jsonl'}, report {out / 'report.json'})",
+    ]
