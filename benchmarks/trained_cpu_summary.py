@@ -14,6 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 
 def drafters(policy: dict) -> dict:
     return {
@@ -47,24 +49,43 @@ def ranges(policy: dict) -> list:
 
 
 def acceptance(dump: dict) -> dict:
-    """Per speculative trial: method, k, and accepted/drafted tokens over every measured window."""
+    """Per speculative trial: the drafter, k, and vLLM's acceptance rate and mean acceptance length at
+    each level (the median over the level's windows, as the dump stores it)."""
     out = {}
-    for t in dump.get("trials", []):
-        params = t.get("params", {})
-        method = params.get("spec_method")
-        if not method or method == "none":
+    for t in dump["trials"]:
+        spec = (t.get("config") or {}).get("speculative")
+        if not spec:
             continue
-        drafted = accepted = 0.0
-        for level in t.get("levels", []):
-            drafted += level.get("spec_draft_tokens") or 0.0
-            accepted += level.get("spec_accepted_tokens") or 0.0
-        out[f"{t.get('study', '')}#{t['number']}"] = {
-            "method": method,
-            "k": params.get("num_speculative_tokens"),
-            "state": t.get("state"),
-            "acceptance": round(accepted / drafted, 4) if drafted else None,
+        out[t["key"]] = {
+            "method": spec["method"],
+            "k": spec["num_speculative_tokens"],
+            "role": t["role"],
+            "per_level": {
+                str(lv["concurrency"]): {
+                    "acceptance_rate": round(lv["spec_acceptance_rate"], 3),
+                    "mean_acceptance_length": round(lv["spec_mean_acceptance_length"], 2),
+                }
+                for lv in t["levels"]
+                if lv.get("spec_acceptance_rate") is not None
+            },
         }
     return out
+
+
+def equivalence(out: Path, name: str) -> dict:
+    """Each speculative trial's greedy outputs against the tuned baseline's (the check the verdict
+    runs): equivalent or not, with the exact matches out of the reference prompts."""
+    from nova_search.api import load_results, tuned_baseline
+    from nova_search.results.verdict import equivalence_of
+
+    results = load_results(name, f"sqlite:///{out / 'study.db'}")
+    base = tuned_baseline(results)
+    checks = {}
+    for t in results.trials:
+        eq = equivalence_of(base, t) if base is not None and t.speculative else None
+        if eq is not None:
+            checks[t.key] = {"equivalent": eq.equivalent, "exact": f"{eq.exact_matches}/{eq.prompts}"}
+    return checks
 
 
 def main() -> None:
@@ -79,6 +100,7 @@ def main() -> None:
             "drafters": drafters(policy),
             "policy": ranges(policy),
             "acceptance": acceptance(dump),
+            "equivalence": equivalence(out, f"trained-cpu-run{run}"),
         }
     one, two = runs["run1"], runs["run2"]
     same = {
