@@ -470,9 +470,9 @@ def trained_model(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seeds the weights and the batches.")] = 0,
 ) -> None:
-    """Train the CPU pair from local text (about 8 minutes on 2 cores; progress on stderr): a target model, a draft model
-    (DIR/draft), an EAGLE-3 head (DIR/eagle3) and a held-out workload (DIR/workload.jsonl). Kept when
-    already built the same way."""
+    """Train the CPU pair from local text (about 8 minutes on 2 cores; progress on stderr): a target
+    model, a draft model (DIR/draft), an EAGLE-3 head (DIR/eagle3) and a held-out workload
+    (DIR/workload.jsonl). Kept when already built the same way."""
     from nova_search.trained.build import TrainPlan, build_trained_pair, summary_lines
 
     if not engine_python:

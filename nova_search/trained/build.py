@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from nova_search import tinymodel
-from nova_search.errors import EngineError
+from nova_search.errors import EngineError, SpecError
 from nova_search.trained import corpus
 
 VOCAB = 4096
@@ -127,8 +127,12 @@ def build_trained_pair(out_dir: str | Path, engine_python: str, plan: TrainPlan 
     out = Path(out_dir)
     files = corpus.corpus_files()
     key = plan_key(plan, files)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / f".{out.name}.lock", "w") as lock:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(out.parent / f".{out.name}.lock", "w")  # noqa: SIM115 - held for the whole build
+    except OSError as e:
+        raise SpecError(f"DIR: cannot write the pair into {out}: {e.strerror}") from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second build of the same folder waits, then keeps the first's
         if current(out, key):
             return json.loads((out / "report.json").read_text())

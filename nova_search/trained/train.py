@@ -69,31 +69,17 @@ def evaluate(
     return out
 
 
-def train(job: dict) -> dict:
-    torch.manual_seed(job["seed"])
-    rng = np.random.default_rng(job["seed"])
-    threads = len(os.sched_getaffinity(0))
-    torch.set_num_threads(threads)
-    tokens = np.load(job["train"])
-    held = np.load(job["held_out"])
-    model = LlamaForCausalLM(LlamaConfig(**job["config"]))
-    teacher = None
-    if job.get("teacher"):
-        teacher = LlamaForCausalLM.from_pretrained(job["teacher"], dtype=torch.float32).eval()
+def fit(model: torch.nn.Module, job: dict, rng: np.random.Generator, tokens: np.ndarray, loss_of) -> dict:
+    """The loop every trainer here shares: AdamW, warm-up then cosine decay, gradients clipped at 1, a
+    loss line on stderr every 25 steps. ``loss_of(batch)`` is the loss of one batch of windows of
+    ``seq_len + 1`` tokens. Returns the report's training fields."""
     opt = torch.optim.AdamW(model.parameters(), lr=job["lr"], betas=(0.9, 0.95), weight_decay=0.1)
     curve = []
     t0 = time.monotonic()
     for step in range(job["steps"]):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, job["steps"], job["lr"], job["warmup"])
-        x = batches(tokens, rng, job["batch"], job["seq_len"])
-        logits = model(input_ids=x[:, :-1]).logits
-        loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
-        if teacher is not None:
-            with torch.no_grad():
-                target = F.log_softmax(teacher(input_ids=x[:, :-1]).logits, -1)
-            kl = F.kl_div(F.log_softmax(logits, -1), target, log_target=True, reduction="batchmean")
-            loss = 0.5 * loss + kl / x.shape[1]
+        loss = loss_of(batches(tokens, rng, job["batch"], job["seq_len"]))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -105,19 +91,45 @@ def train(job: dict) -> dict:
                 file=sys.stderr,
                 flush=True,
             )
-    seconds = time.monotonic() - t0
+    return {
+        "steps": job["steps"],
+        "tokens_seen": job["steps"] * job["batch"] * job["seq_len"],
+        "train_seconds": round(time.monotonic() - t0, 1),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "seed": job["seed"],
+        "loss_curve": curve,
+    }
+
+
+def train(job: dict) -> dict:
+    torch.manual_seed(job["seed"])
+    rng = np.random.default_rng(job["seed"])
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    tokens = np.load(job["train"])
+    held = np.load(job["held_out"])
+    model = LlamaForCausalLM(LlamaConfig(**job["config"]))
+    teacher = None
+    if job.get("teacher"):
+        teacher = LlamaForCausalLM.from_pretrained(job["teacher"], dtype=torch.float32).eval()
+
+    def loss_of(x: torch.Tensor) -> torch.Tensor:
+        logits = model(input_ids=x[:, :-1]).logits
+        loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
+        if teacher is None:
+            return loss
+        with torch.no_grad():
+            target = F.log_softmax(teacher(input_ids=x[:, :-1]).logits, -1)
+        kl = F.kl_div(F.log_softmax(logits, -1), target, log_target=True, reduction="batchmean")
+        return 0.5 * loss + kl / x.shape[1]
+
+    fitted = fit(model, job, rng, tokens, loss_of)
     out = Path(job["out"])
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     model.float()
     report = {
         "parameters": sum(p.numel() for p in model.parameters()),
-        "steps": job["steps"],
-        "tokens_seen": job["steps"] * job["batch"] * job["seq_len"],
-        "train_seconds": round(seconds, 1),
-        "threads": threads,
-        "torch": torch.__version__,
-        "seed": job["seed"],
-        "loss_curve": curve,
+        **fitted,
         **evaluate(model, teacher, held, job["seq_len"]),
     }
     (out / "train.json").write_text(json.dumps(report, indent=2))

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from train import EVAL_WINDOWS, batches, lr_at  # noqa: E402
+from train import EVAL_WINDOWS, fit  # noqa: E402
 
 
 class Eagle3Head(nn.Module):
@@ -140,8 +139,7 @@ def losses(head: Eagle3Head, embed: nn.Embedding, x: torch.Tensor, logprobs: tor
 def train(job: dict) -> dict:
     torch.manual_seed(job["seed"])
     rng = np.random.default_rng(job["seed"])
-    threads = len(os.sched_getaffinity(0))
-    torch.set_num_threads(threads)
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
     tokens, held = np.load(job["train"]), np.load(job["held_out"])
     target = LlamaForCausalLM.from_pretrained(job["target"], dtype=torch.float32).eval()
     for p in target.parameters():
@@ -149,28 +147,15 @@ def train(job: dict) -> dict:
     embed = target.model.embed_tokens
     layers = job["aux_layers"]
     head = Eagle3Head(job["config"], len(layers))
-    opt = torch.optim.AdamW(head.parameters(), lr=job["lr"], betas=(0.9, 0.95), weight_decay=0.1)
-    curve, t0 = [], time.monotonic()
-    for step in range(job["steps"]):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, job["steps"], job["lr"], job["warmup"])
-        x = batches(tokens, rng, job["batch"], job["seq_len"])[:, :-1]
+
+    def loss_of(batch: torch.Tensor) -> torch.Tensor:
+        x = batch[:, :-1]
         with torch.no_grad():
             logprobs, aux = target_features(target, x, layers)
         (kl1, _), (kl2, _) = losses(head, embed, x, logprobs, aux)
-        loss = kl1 + 0.5 * kl2
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if step % 25 == 0 or step == job["steps"] - 1:
-            curve.append([step, round(loss.item(), 4)])
-            print(
-                f"step {step} loss {loss.item():.3f} ({time.monotonic() - t0:.0f} s)",
-                file=sys.stderr,
-                flush=True,
-            )
-    seconds = time.monotonic() - t0
+        return kl1 + 0.5 * kl2
+
+    fitted = fit(head, job, rng, tokens, loss_of)
     out = Path(job["out"])
     out.mkdir(parents=True, exist_ok=True)
     save_file(head.checkpoint(), str(out / "model.safetensors"))
@@ -185,14 +170,8 @@ def train(job: dict) -> dict:
                 agree[i].append(a.item())
     report = {
         "parameters": sum(p.numel() for n, p in head.named_parameters() if not n.startswith("rotary")),
-        "steps": job["steps"],
-        "tokens_seen": job["steps"] * job["batch"] * job["seq_len"],
-        "train_seconds": round(seconds, 1),
-        "threads": threads,
-        "torch": torch.__version__,
-        "seed": job["seed"],
+        **fitted,
         "aux_layers": layers,
-        "loss_curve": curve,
         "held_out_top1_agreement_step1": round(float(np.mean(agree[0])), 4),
         "held_out_top1_agreement_step2": round(float(np.mean(agree[1])), 4),
     }

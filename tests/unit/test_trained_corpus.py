@@ -71,3 +71,11 @@ def test_trained_model_without_an_engine_says_which_flag(tmp_path: Path) -> None
     assert r.returncode != 0
     assert "--engine-python" in r.stderr and "NOVA_ENGINE_PYTHON" in r.stderr
     assert not (tmp_path / "pair").exists()
+
+
+def test_trained_model_into_a_folder_it_cannot_write_names_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    r = nova("trained-model", str(blocker / "pair"), env={"NOVA_ENGINE_PYTHON": "/usr/bin/python3"})
+    assert r.returncode != 0
+    assert "DIR: cannot write the pair into" in r.stderr and "Traceback" not in r.stderr
