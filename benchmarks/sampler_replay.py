@@ -84,9 +84,8 @@ def key(params: dict[str, Any]) -> str:
 
 
 def measure(args: argparse.Namespace) -> None:
-    import secrets
 
-    from nova_search.engine.command import build_launch, served_name
+    from nova_search.engine.command import build_launch, new_api_key, served_name
     from nova_search.engine.server import Server, free_port
     from nova_search.errors import TrialFailure
     from nova_search.space import host_facts, incompatibilities, sample
@@ -117,7 +116,7 @@ def measure(args: argparse.Namespace) -> None:
                 if problems:
                     row.update(launchable=False, reason="; ".join(problems))
                 else:
-                    api_key = secrets.token_urlsafe(24)
+                    api_key = new_api_key()
                     plan = build_launch(spec.engine, spec.model, config, port=free_port(), api_key=api_key)
                     log = logs / f"p{pass_no}-{len(done):03d}.log"
                     try:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from nova_search.engine.command import build_launch  # noqa: E402
+from nova_search.engine.command import build_launch, new_api_key  # noqa: E402
 from nova_search.engine.config import EngineConfig  # noqa: E402
 from nova_search.engine.server import Server, free_port  # noqa: E402
 from nova_search.spec import EngineSpec, ModelSpec  # noqa: E402
@@ -50,7 +49,7 @@ def main() -> None:
     )
     servers = []
     for name in ("a", "b"):
-        plan = build_launch(engine, model, config, port=free_port(), api_key=secrets.token_urlsafe(24))
+        plan = build_launch(engine, model, config, port=free_port(), api_key=new_api_key())
         servers.append(Server(plan, out / f"cache-check-{name}.log", boot_timeout_s=300))
     t0 = time.monotonic()
     try:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import secrets
 import stat
 import sys
 
 import httpx
 import pytest
 
-from nova_search.engine.command import build_launch, engine_environment, unresolved_references
+from nova_search.engine.command import build_launch, engine_environment, new_api_key, unresolved_references
 from nova_search.engine.config import EngineConfig
 from nova_search.engine.server import Server, free_port
 from nova_search.errors import EngineError, SpecError
@@ -98,7 +97,7 @@ def test_safe_study_names_pass(name):
 def test_the_key_reaches_the_server_through_a_private_file_and_never_stays_in_its_log(tmp_path):
     """The stand-in engine logs the key it read from --config, as vLLM 0.26 does; nova masks it once the
     server is up, keeps the log to its user, and deletes the key file."""
-    key = secrets.token_urlsafe(24)
+    key = new_api_key()
     engine = EngineSpec(command=[sys.executable, "-m", FAKE_ENGINE], device="cpu")
     plan = build_launch(engine, ModelSpec(path="m"), EngineConfig(), port=free_port(), api_key=key)
     server = Server(plan, tmp_path / "server.log", boot_timeout_s=30)
