@@ -25,10 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nova_search.analysis.equivalence import compare_outputs  # noqa: E402
 from nova_search.engine.config import SpeculativeConfig  # noqa: E402
-from nova_search.loadgen.client import Target  # noqa: E402
-from nova_search.loadgen.reference import collect_outputs, reference_prompts  # noqa: E402
+from nova_search.loadgen.reference import reference_prompts  # noqa: E402
 from nova_search.trained.build import build_trained_pair, default_dir  # noqa: E402
-from tests.support.trained import acceptance, pair_spec, serve  # noqa: E402
+from tests.support.trained import greedy, pair_spec  # noqa: E402
 
 
 def main() -> None:
@@ -46,9 +45,7 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="nova-acceptance-"))
 
     def outputs(name: str, speculative: SpeculativeConfig | None = None):
-        with serve(spec, logs / f"{name}.log", speculative) as server:
-            out = collect_outputs(Target(server.base_url, "trained", server.api_key), prompts)
-            counts = acceptance(server) if speculative else {}
+        out, counts = greedy(spec, logs / f"{name}.log", prompts, speculative)
         if not out.ok:
             raise SystemExit(f"{name}: {out.errors}")
         return out.token_ids, counts

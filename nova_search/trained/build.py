@@ -114,11 +114,13 @@ def plan_key(plan: TrainPlan, files: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
-def current(out: Path, key: str) -> bool:
+def kept(out: Path, key: str) -> dict | None:
+    """The report of the pair at ``out`` when it was built with ``key``, else None."""
     try:
-        return json.loads((out / "report.json").read_text())["key"] == key
-    except (OSError, ValueError, KeyError):
-        return False
+        report = json.loads((out / "report.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) and report.get("key") == key else None
 
 
 def build_trained_pair(out_dir: str | Path, engine_python: str, plan: TrainPlan | None = None) -> dict:
@@ -134,8 +136,8 @@ def build_trained_pair(out_dir: str | Path, engine_python: str, plan: TrainPlan 
         raise SpecError(f"DIR: cannot write the pair into {out}: {e.strerror}") from None
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second build of the same folder waits, then keeps the first's
-        if current(out, key):
-            return json.loads((out / "report.json").read_text())
+        if (report := kept(out, key)) is not None:
+            return report
         work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         try:
             report = _build(work / "pair", work, files, plan, key, engine_python)
@@ -159,14 +161,16 @@ def _build(out: Path, work: Path, files: list[Path], plan: TrainPlan, key: str, 
     def encode_batch(texts: list[str]) -> list[list[int]]:
         return [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
 
-    np.save(work / "train.npy", corpus.encode(encode_batch, split.train))
-    np.save(work / "held.npy", corpus.encode(encode_batch, split.held_out))
-    target = _train(engine_python, work, "target", out, plan, plan.target, teacher=None)
-    draft_dir = out / "draft"
-    draft_dir.mkdir()
-    for name in TOKENIZER_FILES:
-        shutil.copy(out / name, draft_dir / name)
-    draft = _train(engine_python, work, "draft", draft_dir, plan, plan.draft, teacher=out)
+    tokens = {
+        "train": corpus.encode(encode_batch, split.train),
+        "held_out": corpus.encode(encode_batch, split.held_out),
+    }
+    np.save(work / "train.npy", tokens["train"])
+    np.save(work / "held.npy", tokens["held_out"])
+    target = _train(engine_python, work, "target", out, plan, plan.target, plan.target_steps, teacher=None)
+    draft = _train(
+        engine_python, work, "draft", _beside(out, "draft"), plan, plan.draft, plan.draft_steps, teacher=out
+    )
     eagle3 = _train_eagle3(engine_python, work, out, plan)
     records = corpus.workload_records(
         [corpus.read(f) for f in split.held_out], plan.prompt_chars, plan.answer_chars, plan.records
@@ -177,7 +181,7 @@ def _build(out: Path, work: Path, files: list[Path], plan: TrainPlan, key: str, 
         "plan": asdict(plan),
         "corpus": {
             **split.manifest(),
-            "tokens": {"train": _count(work / "train.npy"), "held_out": _count(work / "held.npy")},
+            "tokens": {side: len(ids) for side, ids in tokens.items()},
         },
         "workload_records": len(records),
         "target": target,
@@ -194,18 +198,30 @@ def _build(out: Path, work: Path, files: list[Path], plan: TrainPlan, key: str, 
     return report
 
 
-def _count(path: Path) -> int:
-    return int(np.load(path, mmap_mode="r").shape[0])
+def _beside(target: Path, name: str) -> Path:
+    """A drafter's folder inside the target's, with the target's tokenizer (the pair shares it)."""
+    out = target / name
+    out.mkdir()
+    for file in TOKENIZER_FILES:
+        shutil.copy(target / file, out / file)
+    return out
 
 
 def _train(
-    engine_python: str, work: Path, name: str, out: Path, plan: TrainPlan, config: dict, teacher: Path | None
+    engine_python: str,
+    work: Path,
+    name: str,
+    out: Path,
+    plan: TrainPlan,
+    config: dict,
+    steps: int,
+    teacher: Path | None,
 ) -> dict:
     job = {
         **_job(work, plan, out),
         "config": config,
         "teacher": str(teacher) if teacher else None,
-        "steps": plan.target_steps if teacher is None else plan.draft_steps,
+        "steps": steps,
     }
     report = _run(engine_python, TRAIN_SCRIPT, work, name, job)
     (out / "generation_config.json").write_text(
@@ -215,12 +231,8 @@ def _train(
 
 
 def _train_eagle3(engine_python: str, work: Path, target: Path, plan: TrainPlan) -> dict:
-    out = target / "eagle3"
-    out.mkdir()
-    for name in TOKENIZER_FILES:
-        shutil.copy(target / name, out / name)
     job = {
-        **_job(work, plan, out),
+        **_job(work, plan, _beside(target, "eagle3")),
         "target": str(target),
         "config": plan.eagle3,
         "aux_layers": plan.eagle3["eagle_config"]["eagle_aux_hidden_state_layer_ids"],

@@ -17,9 +17,8 @@ import pytest
 
 from nova_search.analysis.equivalence import compare_outputs
 from nova_search.engine.config import SpeculativeConfig
-from nova_search.loadgen.client import Target
-from nova_search.loadgen.reference import collect_outputs, reference_prompts
-from tests.support.trained import acceptance, pair_spec, serve
+from nova_search.loadgen.reference import reference_prompts
+from tests.support.trained import greedy, pair_spec
 
 pytestmark = pytest.mark.slow
 
@@ -34,9 +33,7 @@ def test_the_trained_drafter_is_accepted_and_every_drafter_keeps_the_targets_out
     assert all(len(p.token_ids) > 32 for p in prompts)  # held-out text, not a stub
 
     def run(name: str, speculative: SpeculativeConfig | None = None, extra: tuple[str, ...] = ()):
-        with serve(spec, tmp_path / f"{name}.log", speculative, extra) as server:
-            out = collect_outputs(Target(server.base_url, "trained", server.api_key), prompts)
-            counts = acceptance(server)
+        out, counts = greedy(spec, tmp_path / f"{name}.log", prompts, speculative, extra)
         assert out.ok, (name, out.errors)
         return out.token_ids, counts
 

@@ -9,10 +9,14 @@ from pathlib import Path
 
 import httpx
 
-from nova_search.engine.command import build_launch, new_api_key
+from nova_search.engine.command import build_launch, new_api_key, served_name
 from nova_search.engine.config import EngineConfig, SpeculativeConfig
 from nova_search.engine.probe import parse_metrics
 from nova_search.engine.server import Server, free_port
+from nova_search.loadgen.client import Target
+from nova_search.loadgen.reference import collect_outputs
+from nova_search.loadgen.workload import Prompt
+from nova_search.records import ReferenceOutputs
 from nova_search.spec import StudySpec, load_spec
 from tests.support import REPO
 
@@ -66,3 +70,17 @@ def acceptance(server: Server) -> dict:
         if drafts
         else {},
     }
+
+
+def greedy(
+    spec: StudySpec,
+    log: Path,
+    prompts: tuple[Prompt, ...],
+    speculative: SpeculativeConfig | None = None,
+    extra: tuple[str, ...] = (),
+) -> tuple[ReferenceOutputs, dict]:
+    """One server (``serve``): its greedy outputs for ``prompts`` and, read after them, vLLM's
+    speculative-decoding counters (``acceptance``)."""
+    with serve(spec, log, speculative, extra) as server:
+        out = collect_outputs(Target(server.base_url, served_name(spec.model), server.api_key), prompts)
+        return out, acceptance(server)
