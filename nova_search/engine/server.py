@@ -6,7 +6,8 @@
   process that exits during boot fails fast with its classified reason and the tail of its log.
 - Stopped with SIGTERM to the whole group, SIGKILL after a grace period, whatever happened.
 - A guard process (``reaper``) kills the group if the worker itself dies, so a dead worker never
-  leaves a server holding a GPU or host memory.
+  leaves a server holding a GPU or host memory, and then deletes the server's API key file (a worker
+  killed before its server was up never got to).
 """
 
 from __future__ import annotations
@@ -157,7 +158,13 @@ class Server:
         read_fd, self._guard_fd = os.pipe()
         try:
             self._reaper = subprocess.Popen(
-                [sys.executable, "-m", "nova_search.engine.reaper", str(self.proc.pid)],
+                [
+                    sys.executable,
+                    "-m",
+                    "nova_search.engine.reaper",
+                    str(self.proc.pid),
+                    *([str(self.plan.key_file)] if self.plan.key_file is not None else []),
+                ],
                 stdin=read_fd,
                 start_new_session=True,
             )

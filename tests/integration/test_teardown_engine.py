@@ -96,9 +96,18 @@ def test_killed_worker_leaves_no_orphan_server(engine_python, tiny_model, tmp_pa
     try:
         spawned = _wait_for_engine_core(before)
         assert spawned
+        # the server's API key file, as the argv stored on the trial names it (on disk while it boots)
+        (trial,) = optuna.load_study(study_name="t", storage=url).get_trials()
+        argv = trial.user_attrs[schema.ARGV.key]
+        key_file = argv[argv.index("--config") + 1]
         os.kill(worker.pid, signal.SIGKILL)  # no handler runs: only the guard process can clean up
         worker.wait(timeout=10)
     finally:
         if worker.poll() is None:
             worker.kill()
     assert _wait_gone(before) == set()
+    # the guard deletes the key file once the group is gone (at worst after its two 5 s grace periods)
+    deadline = time.monotonic() + 30
+    while os.path.exists(key_file) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(key_file), "the API key file outlived a killed worker"
