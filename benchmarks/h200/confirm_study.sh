@@ -7,11 +7,15 @@
 #   bash benchmarks/h200/confirm_study.sh install   # carry .gpu/p2 and .gpu/model too
 #   STOP_AFTER=1100 bash benchmarks/h200/confirm_study.sh start  # the worker, in the background; it
 #                                                   # starts no trial after STOP_AFTER s (carry .h200 to continue)
-#   bash benchmarks/h200/confirm_study.sh watch 560 # until the worker is done or 560 s pass (repeat)
+#   bash benchmarks/h200/confirm_study.sh watch 560 # until the worker is done or 560 s pass (repeat), then
+#                                                   # collect
 #   bash benchmarks/h200/confirm_study.sh collect   # -> $OUT: study.db, dump, status, worker log, GPU samples
 #
-# The storage is SQLite on the machine (/tmp/nova-confirm/study.db). A study that does not finish in one
-# session continues in the next from the collected study.db, carried as .h200/confirm-study.db.
+# The storage is SQLite on the machine (/tmp/nova-confirm/study.db). Every `watch` ends by collecting it,
+# so each call's reply holds the storage as it stood: a machine given back between two calls (a call
+# more than 30 s after the last) loses at most the trial that was running, not the trials it completed.
+# A study that does not finish in one session continues in the next from the collected study.db,
+# carried as .h200/confirm-study.db. At most 6 files reach $OUT per call (the tool returns 8).
 set -uo pipefail
 OUT=${OUT:-/tmp/nova-out}
 W=/tmp/nova-confirm
@@ -25,16 +29,16 @@ running() { [ -f "$W/worker.pid" ] && kill -0 "$(cat "$W/worker.pid")" 2> /dev/n
 
 case "${1:-}" in
   install)
-    bash .gpu/install.sh | tee "$OUT/install.txt"
+    bash .gpu/install.sh
     ;;
   start)
     [ -f /tmp/site/.complete ] || { echo "bundle incomplete"; exit 1; }
     if [ ! -f "$DB" ] && [ -f .h200/confirm-study.db ]; then
       cp .h200/confirm-study.db "$DB" && echo "continuing the study from the carried copy of its storage"
     fi
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-    nproc | sed 's/^/cores: /' | tee -a "$OUT/gpu.txt"
-    free -g | tee -a "$OUT/gpu.txt"
+    { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+      nproc | sed 's/^/cores: /'
+      free -g; } | tee "$W/machine.txt"
     setsid nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader -l 1 \
       >> "$W/gpu.csv" 2> /dev/null < /dev/null &
     setsid python3 -m nova_search run studies/h200-qwen3-8b-confirm.yaml --storage "sqlite:///$DB" --gpus 0 \
@@ -54,12 +58,15 @@ case "${1:-}" in
     echo "study time so far: $(( $(date +%s) - $(cat "$W/started") )) s"
     grep -E "trial [0-9]+ (COMPLETE|PRUNED|FAIL)|leader|let go" "$W/worker.log" | tail -20
     tail -3 "$W/worker.log"
+    bash "$0" collect > /dev/null
+    echo "collected: $(ls "$OUT" | tr '\n' ' ')"
     ;;
   collect)
     cp "$DB" "$OUT/study.db"
-    cp "$W/worker.log" "$W/gpu.csv" "$OUT/" 2> /dev/null
+    gzip -c "$W/gpu.csv" > "$OUT/gpu.csv.gz"
+    { cat "$W/machine.txt"; cat "$W/worker.log"; } 2> /dev/null | gzip > "$OUT/worker.log.gz"
     nova status "$STUDY" --storage "sqlite:///$DB" > "$OUT/status.txt" 2>&1
-    nova dump "$STUDY" --storage "sqlite:///$DB" --format json > "$OUT/study.json" 2> "$OUT/dump.err"
+    nova dump "$STUDY" --storage "sqlite:///$DB" --format json > "$OUT/study.json" 2>> "$OUT/status.txt"
     tar -C "$W" -czf "$OUT/server-logs.tgz" artifacts 2> /dev/null
     cat "$OUT/status.txt" | tail -40
     ;;

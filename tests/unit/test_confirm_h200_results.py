@@ -27,13 +27,18 @@ def _summarizer():
     return module
 
 
-def test_every_trial_after_the_first_was_paired_with_a_sleeping_leader() -> None:
+#: the first trial of each session's machine: its slot had no leader yet (a new machine starts bare)
+FIRST_ON_A_MACHINE = (0, 4)
+
+
+def test_every_trial_but_a_machines_first_was_paired_with_a_sleeping_leader() -> None:
     results = load_results("h200-qwen3-8b-confirm", URL)
     trials = results.trials
-    assert [t.state for t in trials] == ["COMPLETE"] * 4 and trials[0].role == "stock"
-    first = trials[0].paired
-    assert first is not None and first.leader is None and first.pairs == 3  # confirmed alone
-    for t in trials[1:]:
+    assert [t.state for t in trials] == ["COMPLETE"] * 5 and trials[0].role == "stock"
+    for n in FIRST_ON_A_MACHINE:
+        first = trials[n].paired
+        assert first is not None and first.leader is None and first.pairs == 3  # confirmed alone
+    for t in (t for t in trials if t.number not in FIRST_ON_A_MACHINE):
         p = t.paired
         assert p is not None and p.leader is not None and p.leader < t.number and p.park == "sleep"
         assert 3 <= p.pairs <= 4 and set(p.levels) == {64, 128}
@@ -52,7 +57,7 @@ def test_the_summary_is_what_the_committed_storage_says() -> None:
     split = gpu_time(results).seconds()
     assert summary["gpu_time_s"] == pytest.approx(split)
     assert summary["windows_share"] == pytest.approx(split["windows"] / sum(split.values()))
-    assert summary["windows_share"] == pytest.approx(0.435, abs=0.01)  # the README's 44 %
+    assert summary["windows_share"] == pytest.approx(0.424, abs=0.01)  # the README's 42 %
     dumped = json.loads((RESULTS / "study.json").read_text())
     assert _summarizer().summarize(dumped) == summary
     verdicts = {
@@ -69,3 +74,5 @@ def test_a_sleeping_leader_held_1_3_gib_of_the_gpu_and_nothing_was_left_at_the_e
     between = [v for t, v in mib.items() if "06:50:21" <= t <= "06:50:40"]  # trial 1 asleep, trial 2 booting
     assert between and set(between) == {1287}
     assert mib[max(mib)] == 0
+    second = gzip.open(RESULTS / "gpu-session2.csv.gz", "rt").read().splitlines()
+    assert second[-1].endswith(", 0 MiB")  # the second session's machine: nothing left either
