@@ -31,9 +31,12 @@ class GpuTime:
     #: "GPU time", or "engine time" for a study whose spec runs vLLM's CPU build (engine.device: cpu)
     label: str = "GPU time"
     #: seconds each GPU (by id, as its worker numbers it) was held by a trial's server, and the span
-    #: from the first trial's start to the last one's end: how busy each GPU was over the study
+    #: from the first trial's start to the last one's end, less any pause (PAUSE_S or longer with no
+    #: trial running): how busy each GPU was while the study ran
     held: tuple[tuple[int, float], ...] = ()
     span_s: float = 0.0
+    #: pauses left out of span_s (a study continued in a later session, say)
+    pauses: int = 0
 
     @property
     def total(self) -> float:
@@ -69,7 +72,12 @@ class GpuTime:
         if not self.held or self.span_s <= 0:
             return None
         each = ", ".join(f"GPU {g} {s / self.span_s:.0%} ({s:.0f} s)" for g, s in self.held)
-        return f"GPUs held by a server: {each} of the study's {self.span_s:.0f} s"
+        paused = (
+            f" ({self.pauses} pause{'s' * (self.pauses > 1)} of {PAUSE_S / 60:.0f} min or more left out)"
+            if self.pauses
+            else ""
+        )
+        return f"GPUs held by a server: {each} of the study's {self.span_s:.0f} s{paused}"
 
     @property
     def unit(self) -> str:
@@ -100,28 +108,43 @@ def gpu_time(results: StudyResults) -> GpuTime:
             sums[part] += s
     engine = (results.spec or {}).get("engine") if isinstance(results.spec, dict) else None
     on_gpu = not (isinstance(engine, dict) and engine.get("device") == "cpu")  # the spec's default: cuda
-    held, span_s = gpus_held(results)
+    held, span_s, pauses = gpus_held(results)
     return GpuTime(
         **sums,
         front_trials=len(results.pareto()),
         label="GPU time" if on_gpu else "engine time",
         held=held,
         span_s=span_s,
+        pauses=pauses,
     )
 
 
-def gpus_held(results: StudyResults) -> tuple[tuple[tuple[int, float], ...], float]:
+#: a gap between trials this long or longer, with none running, is a pause of the study (its workers
+#: stopped, to go on in a later session), not time its GPUs stood idle: status's "workers seen" window
+PAUSE_S = 900.0
+
+
+def gpus_held(results: StudyResults) -> tuple[tuple[tuple[int, float], ...], float, int]:
     """Seconds each GPU was held (a trial's server holds its GPUs for the trial's whole run, boot
-    included), by GPU id, and the span of the study's trials; GPUs without ids are not counted."""
+    included), by GPU id; the span of the study's trials less its pauses; and the number of pauses.
+    GPUs without ids are not counted."""
     held: dict[int, float] = {}
-    starts, ends = [], []
+    runs = []
     for t in results.trials:
         if t.datetime_start is None or t.datetime_complete is None:
             continue
-        starts.append(t.datetime_start)
-        ends.append(t.datetime_complete)
+        runs.append((t.datetime_start, t.datetime_complete))
         run = t.timing.get("total_s", 0.0)
         for g in t.worker.gpus if t.worker is not None else ():
             held[g] = held.get(g, 0.0) + run
-    span = (max(ends) - min(starts)).total_seconds() if starts else 0.0
-    return tuple(sorted(held.items())), span
+    span, pauses = 0.0, 0
+    if runs:
+        runs.sort()
+        start, end = runs[0]
+        for s, e in runs[1:]:
+            if (s - end).total_seconds() >= PAUSE_S:
+                span, pauses = span + (end - start).total_seconds(), pauses + 1
+                start = s
+            end = max(end, e)
+        span += (end - start).total_seconds()
+    return tuple(sorted(held.items())), span, pauses

@@ -113,3 +113,25 @@ def test_how_busy_each_gpu_was_over_the_study() -> None:
     assert line in study_note_markdown(s)
     assert html.escape(line) in render_html(build_report_data(s))
     assert gpu_time(study(launched(0, 80.0, 30.0, 120.0))).held_text() is None
+
+
+def test_a_pause_between_sessions_is_not_counted_as_idle_gpu_time() -> None:
+    """A study stopped and continued a day later (the H200 confirm study): its GPU was busy while it
+    ran, not 7 % of the wall time between its first and last trial."""
+
+    def on(number: int, start_s: float, run_s: float):
+        return trial(
+            number,
+            [level(1, 100.0)],
+            timing={"boot_s": 10.0, "measure_s": 20.0, "total_s": run_s},
+            worker=("h200", (0,)),
+            start_s=start_s,
+            took_s=run_s,
+        )
+
+    day = 86_400.0
+    g = gpu_time(study(on(0, 0, 100.0), on(1, 110, 100.0), on(2, day, 100.0), on(3, day + 1100, 100.0)))
+    assert g.pauses == 2 and g.span_s == pytest.approx(210.0 + 100.0 + 100.0)
+    assert g.held_text() == (
+        "GPUs held by a server: GPU 0 98% (400 s) of the study's 410 s (2 pauses of 15 min or more left out)"
+    )
