@@ -469,14 +469,31 @@ def trained_model(
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seeds the weights and the batches.")] = 0,
+    size: Annotated[
+        str, typer.Option("--size", help="cpu: the CPU pair (5M target); gpu: the GPU pair (82M target).")
+    ] = "cpu",
+    packages: Annotated[
+        str | None,
+        typer.Option(
+            "--corpus",
+            help="gpu: a site folder whose packages' Python sources are the corpus (e.g. the vLLM bundle's).",
+        ),
+    ] = None,
 ) -> None:
     """Train the CPU pair from local text (about 8 minutes on 2 cores; progress on stderr): a target
     model, a draft model (DIR/draft), an EAGLE-3 head (DIR/eagle3) and a held-out workload
-    (DIR/workload.jsonl). Kept when already built the same way."""
-    from nova_search.trained.build import TrainPlan, build_trained_pair, summary_lines
+    (DIR/workload.jsonl). Kept when already built the same way. ``--size gpu --corpus SITE`` trains
+    the GPU pair instead (about 5 minutes on one H200)."""
+    from nova_search.trained.build import TrainPlan, build_trained_pair, gpu_plan, summary_lines
 
     if not engine_python:
         fail(SpecError("--engine-python: give an interpreter with vLLM and torch, or set NOVA_ENGINE_PYTHON"))
-    report = guard(lambda: build_trained_pair(out_dir, engine_python, TrainPlan(seed=seed)))
+    if size not in ("cpu", "gpu"):
+        fail(SpecError(f"--size: {size!r} is not a size; use cpu or gpu"))
+    if size == "gpu" and not packages:
+        fail(SpecError("--corpus: the gpu size trains on a site folder's sources; name one (e.g. /tmp/site)"))
+    plan = gpu_plan(seed) if size == "gpu" else TrainPlan(seed=seed)
+    corpus_dir = Path(packages) if packages else None
+    report = guard(lambda: build_trained_pair(out_dir, engine_python, plan, corpus_dir))
     for line in summary_lines(report, Path(out_dir)):
         console.print(line)

@@ -74,9 +74,21 @@ EAGLE3 = {
 }
 
 
+#: the GPU pair (issue 17, on an H200): a target of 12 layers of 768 (82M parameters), a draft of 2
+#: layers of 512 (10M), an EAGLE-3 head at the target's width reading layers 2, 6 and 9 (vLLM's
+#: default ids for 12 layers)
+GPU_TARGET = {**_COMMON, "hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 12,
+              "num_attention_heads": 12, "num_key_value_heads": 4}  # fmt: skip
+GPU_DRAFT = {**_COMMON, "hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 2,
+             "num_attention_heads": 8, "num_key_value_heads": 4}  # fmt: skip
+GPU_EAGLE3 = {**EAGLE3, **{k: GPU_TARGET[k] for k in ("hidden_size", "intermediate_size",
+              "num_attention_heads", "num_key_value_heads")},
+              "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 6, 9]}}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class TrainPlan:
-    """How long each model trains, on what windows, from which seed."""
+    """How long each model trains, on what windows, from which seed, on which device."""
 
     seed: int = 0
     target_steps: int = 300
@@ -93,6 +105,30 @@ class TrainPlan:
     target: dict = field(default_factory=lambda: dict(TARGET))
     draft: dict = field(default_factory=lambda: dict(DRAFT))
     eagle3: dict = field(default_factory=lambda: dict(EAGLE3))
+    #: "cpu", or "cuda" (bf16 autocast)
+    device: str = "cpu"
+    #: the most seconds each model may train (target, draft, eagle3); fewer steps run when the first
+    #: ones show the planned steps would not fit. None: no limit (the CPU pair: its steps are its plan)
+    budgets_s: tuple[float, float, float] | None = None
+
+
+def gpu_plan(seed: int = 0) -> TrainPlan:
+    """The GPU pair: about 5 minutes of training on one H200 (3 for the target, 1 for each drafter)."""
+    return TrainPlan(
+        seed=seed,
+        target_steps=4000,
+        draft_steps=2000,
+        eagle3_steps=2000,
+        batch=32,
+        seq_len=512,
+        lr=1e-3,
+        warmup=100,
+        target=dict(GPU_TARGET),
+        draft=dict(GPU_DRAFT),
+        eagle3=dict(GPU_EAGLE3),
+        device="cuda",
+        budgets_s=(180.0, 60.0, 60.0),
+    )
 
 
 def default_dir() -> Path:
@@ -123,11 +159,17 @@ def kept(out: Path, key: str) -> dict | None:
     return report if isinstance(report, dict) and report.get("key") == key else None
 
 
-def build_trained_pair(out_dir: str | Path, engine_python: str, plan: TrainPlan | None = None) -> dict:
-    """Build (or keep, when its key matches) the pair at ``out_dir``; return its report."""
+def build_trained_pair(
+    out_dir: str | Path, engine_python: str, plan: TrainPlan | None = None, packages: Path | None = None
+) -> dict:
+    """Build (or keep, when its key matches) the pair at ``out_dir``; return its report. The corpus is
+    the standard library and the licence texts, or the sources of the packages under ``packages``."""
     plan = plan or TrainPlan()
     out = Path(out_dir)
-    files = corpus.corpus_files()
+    try:
+        files = corpus.package_files(packages) if packages else corpus.corpus_files()
+    except RuntimeError as e:
+        raise SpecError(f"--corpus: {e}") from None
     key = plan_key(plan, files)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -167,11 +209,22 @@ def _build(out: Path, work: Path, files: list[Path], plan: TrainPlan, key: str, 
     }
     np.save(work / "train.npy", tokens["train"])
     np.save(work / "held.npy", tokens["held_out"])
-    target = _train(engine_python, work, "target", out, plan, plan.target, plan.target_steps, teacher=None)
-    draft = _train(
-        engine_python, work, "draft", _beside(out, "draft"), plan, plan.draft, plan.draft_steps, teacher=out
+    budgets = plan.budgets_s or (None, None, None)
+    target = _train(
+        engine_python, work, "target", out, plan, plan.target, plan.target_steps, None, budgets[0]
     )
-    eagle3 = _train_eagle3(engine_python, work, out, plan)
+    draft = _train(
+        engine_python,
+        work,
+        "draft",
+        _beside(out, "draft"),
+        plan,
+        plan.draft,
+        plan.draft_steps,
+        out,
+        budgets[1],
+    )
+    eagle3 = _train_eagle3(engine_python, work, out, plan, budgets[2])
     records = corpus.workload_records(
         [corpus.read(f) for f in split.held_out], plan.prompt_chars, plan.answer_chars, plan.records
     )
@@ -216,9 +269,10 @@ def _train(
     config: dict,
     steps: int,
     teacher: Path | None,
+    budget_s: float | None,
 ) -> dict:
     job = {
-        **_job(work, plan, out),
+        **_job(work, plan, out, budget_s),
         "config": config,
         "teacher": str(teacher) if teacher else None,
         "steps": steps,
@@ -230,9 +284,11 @@ def _train(
     return report
 
 
-def _train_eagle3(engine_python: str, work: Path, target: Path, plan: TrainPlan) -> dict:
+def _train_eagle3(
+    engine_python: str, work: Path, target: Path, plan: TrainPlan, budget_s: float | None
+) -> dict:
     job = {
-        **_job(work, plan, _beside(target, "eagle3")),
+        **_job(work, plan, _beside(target, "eagle3"), budget_s),
         "target": str(target),
         "config": plan.eagle3,
         "aux_layers": plan.eagle3["eagle_config"]["eagle_aux_hidden_state_layer_ids"],
@@ -241,8 +297,12 @@ def _train_eagle3(engine_python: str, work: Path, target: Path, plan: TrainPlan)
     return _run(engine_python, EAGLE3_SCRIPT, work, "eagle3", job)
 
 
-def _job(work: Path, plan: TrainPlan, out: Path) -> dict:
+def _job(work: Path, plan: TrainPlan, out: Path, budget_s: float | None) -> dict:
+    extra = {} if plan.device == "cpu" else {"device": plan.device}
+    if budget_s is not None:
+        extra["time_budget_s"] = budget_s
     return {
+        **extra,
         "train": str(work / "train.npy"),
         "held_out": str(work / "held.npy"),
         "batch": plan.batch,

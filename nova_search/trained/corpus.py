@@ -1,5 +1,7 @@
 """The text every machine has, as a corpus: Python's standard-library sources (of the interpreter
-that builds the pair) and the system's licence texts (``/usr/share/common-licenses``, Debian's).
+that builds the pair) and the system's licence texts (``/usr/share/common-licenses``, Debian's); for the
+GPU pair, the Python sources of every package in one folder (``package_files``: the offline vLLM
+bundle's site folder, the same files on the H200 and on the machine that made the bundle).
 
 Pure functions over paths and strings:
 - ``corpus_files`` lists the files, sorted (tests, site-packages and byte code left out);
@@ -24,6 +26,8 @@ LICENCES = Path("/usr/share/common-licenses")
 #: standard-library folders that are not library source
 _SKIP_PARTS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
 EOS = 2  # "</s>", as in nova_search.tinymodel
+#: folders whose files are named from them on (``package_files``' roots: the bundle's is ``site``)
+_SITES = {"site", "site-packages", "dist-packages"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,15 @@ def corpus_files(stdlib: Path | None = None, licences: Path = LICENCES) -> list[
     return files
 
 
+def package_files(root: Path) -> list[Path]:
+    """Every ``.py`` file of the packages under ``root`` (a site folder), sorted; tests left out."""
+    root = Path(root)
+    files = sorted(p for p in root.rglob("*.py") if not _SKIP_PARTS & set(p.relative_to(root).parts[:-1]))
+    if not files:
+        raise RuntimeError(f"no corpus: no .py files under {root}")
+    return files
+
+
 def held_out(name: str) -> bool:
     """One name in ten, by its SHA-1: the same file is held out on every machine."""
     return hashlib.sha1(name.encode()).digest()[0] % 10 == 0
@@ -63,11 +76,11 @@ def split(files: Sequence[Path]) -> Corpus:
 
 
 def _name(path: Path) -> str:
-    """A file by its place in the library (``json/decoder.py``), not by the machine's prefix; a licence
-    text by its file name."""
+    """A file by its place in the library (``json/decoder.py``) or in its site folder
+    (``vllm/config/model.py``), not by the machine's prefix; a licence text by its file name."""
     parts = path.parts
     for i in range(len(parts) - 1, -1, -1):
-        if parts[i].startswith("python3"):
+        if parts[i].startswith("python3") or parts[i] in _SITES:
             return "/".join(parts[i + 1 :])
     return path.name
 

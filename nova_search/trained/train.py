@@ -8,7 +8,10 @@ The job (JSON) names:
 - ``teacher`` (optional): a model folder; then the student learns the teacher's next-token
   distribution (KL, temperature 1) beside the text's own next token, which is what a draft model
   needs: greedy acceptance is the share of positions where the draft's top token is the target's;
-- ``steps``, ``batch``, ``seq_len``, ``lr``, ``warmup``, ``seed``, ``out``.
+- ``steps``, ``batch``, ``seq_len``, ``lr``, ``warmup``, ``seed``, ``out``;
+- ``device`` (optional, ``cpu`` by default): ``cuda`` trains on the GPU in bf16 autocast;
+- ``time_budget_s`` (optional): when the first steps show that ``steps`` would not fit in it, the
+  run takes fewer steps (its schedule shortened to match) and says so; ``steps`` in the report is what ran.
 
 Everything random is drawn from ``seed`` (weights, batches); the run uses every core it may use. It
 writes the model (safetensors, bf16, with generation_config.json) and ``train.json``: the loss curve,
@@ -17,6 +20,7 @@ held-out loss and perplexity, and, with a teacher, the held-out top-1 agreement 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -30,6 +34,24 @@ import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 
 EVAL_WINDOWS = 64
+#: steps timed before a time budget is judged (the first ones include CUDA's start-up)
+TIMED_AFTER = 10
+
+
+def device_of(job: dict) -> torch.device:
+    want = job.get("device", "cpu")
+    if want == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("device: cuda was asked for, but torch sees no GPU")
+    if want == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    return torch.device(want)
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on a GPU; nothing on the CPU (the CPU pair trains in float32, as it always has)."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def batches(tokens: np.ndarray, rng: np.random.Generator, batch: int, seq_len: int) -> torch.Tensor:
@@ -51,8 +73,9 @@ def evaluate(
 ) -> dict:
     """Held-out loss over fixed, evenly spaced windows (the same for every model of a corpus)."""
     model.eval()
+    device = next(model.parameters()).device
     starts = np.linspace(0, len(held) - seq_len - 2, EVAL_WINDOWS).astype(np.int64)
-    x = torch.from_numpy(np.stack([held[s : s + seq_len + 1] for s in starts]).astype(np.int64))
+    x = torch.from_numpy(np.stack([held[s : s + seq_len + 1] for s in starts]).astype(np.int64)).to(device)
     losses, agree, total = [], 0, 0
     for chunk in x.split(16):
         logits = model(input_ids=chunk[:, :-1]).logits.float()
@@ -72,29 +95,38 @@ def evaluate(
 def fit(model: torch.nn.Module, job: dict, rng: np.random.Generator, tokens: np.ndarray, loss_of) -> dict:
     """The loop every trainer here shares: AdamW, warm-up then cosine decay, gradients clipped at 1, a
     loss line on stderr every 25 steps. ``loss_of(batch)`` is the loss of one batch of windows of
-    ``seq_len + 1`` tokens. Returns the report's training fields."""
+    ``seq_len + 1`` tokens, on the model's device. Returns the report's training fields."""
+    device = device_of(job)
     opt = torch.optim.AdamW(model.parameters(), lr=job["lr"], betas=(0.9, 0.95), weight_decay=0.1)
     curve = []
+    steps, budget = job["steps"], job.get("time_budget_s")
     t0 = time.monotonic()
-    for step in range(job["steps"]):
+    step = 0
+    while step < steps:
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, job["steps"], job["lr"], job["warmup"])
-        loss = loss_of(batches(tokens, rng, job["batch"], job["seq_len"]))
+            group["lr"] = lr_at(step, steps, job["lr"], job["warmup"])
+        with autocast(device):
+            loss = loss_of(batches(tokens, rng, job["batch"], job["seq_len"]).to(device))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if step % 25 == 0 or step == job["steps"] - 1:
+        if budget and step == TIMED_AFTER:
+            steps = _within(budget, step + 1, time.monotonic() - t0, steps)
+        if step % 25 == 0 or step == steps - 1:
             curve.append([step, round(loss.item(), 4)])
             print(
                 f"step {step} loss {loss.item():.3f} ({time.monotonic() - t0:.0f} s)",
                 file=sys.stderr,
                 flush=True,
             )
+        step += 1
     return {
-        "steps": job["steps"],
-        "tokens_seen": job["steps"] * job["batch"] * job["seq_len"],
+        "steps": steps,
+        "steps_planned": job["steps"],
+        "tokens_seen": steps * job["batch"] * job["seq_len"],
         "train_seconds": round(time.monotonic() - t0, 1),
+        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "seed": job["seed"],
@@ -102,16 +134,27 @@ def fit(model: torch.nn.Module, job: dict, rng: np.random.Generator, tokens: np.
     }
 
 
+def _within(budget: float, done: int, elapsed: float, steps: int) -> int:
+    """The steps that fit in ``budget`` seconds at the pace of the first ``done``; never more than
+    planned, never fewer than done."""
+    fit_steps = int(budget / (elapsed / done))
+    if fit_steps >= steps:
+        return steps
+    print(f"time budget {budget:.0f} s: {fit_steps} of {steps} steps fit", file=sys.stderr, flush=True)
+    return max(done + 1, fit_steps)
+
+
 def train(job: dict) -> dict:
     torch.manual_seed(job["seed"])
     rng = np.random.default_rng(job["seed"])
     torch.set_num_threads(len(os.sched_getaffinity(0)))
+    device = device_of(job)
     tokens = np.load(job["train"])
     held = np.load(job["held_out"])
-    model = LlamaForCausalLM(LlamaConfig(**job["config"]))
+    model = LlamaForCausalLM(LlamaConfig(**job["config"])).to(device)
     teacher = None
     if job.get("teacher"):
-        teacher = LlamaForCausalLM.from_pretrained(job["teacher"], dtype=torch.float32).eval()
+        teacher = LlamaForCausalLM.from_pretrained(job["teacher"], dtype=torch.float32).to(device).eval()
 
     def loss_of(x: torch.Tensor) -> torch.Tensor:
         logits = model(input_ids=x[:, :-1]).logits
@@ -125,8 +168,8 @@ def train(job: dict) -> dict:
 
     fitted = fit(model, job, rng, tokens, loss_of)
     out = Path(job["out"])
-    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
-    model.float()
+    model.to(torch.bfloat16).cpu().save_pretrained(out, safe_serialization=True)
+    model.float().to(device)  # held-out figures are the saved (bf16-rounded) weights'
     report = {
         "parameters": sum(p.numel() for p in model.parameters()),
         **fitted,

@@ -34,7 +34,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, LlamaRotaryEmbedding, apply_rotary_pos_emb
 
 sys.path.insert(0, str(Path(__file__).parent))
-from train import EVAL_WINDOWS, fit  # noqa: E402
+from train import EVAL_WINDOWS, autocast, device_of, fit  # noqa: E402
 
 
 class Eagle3Head(nn.Module):
@@ -89,7 +89,7 @@ class Eagle3Head(nn.Module):
         for n in ("gate_proj", "up_proj", "down_proj"):
             names[n] = f"midlayer.mlp.{n}"
         return {
-            f"{names[m]}.weight": getattr(self, m).weight.detach().to(torch.bfloat16).contiguous()
+            f"{names[m]}.weight": getattr(self, m).weight.detach().to(torch.bfloat16).cpu().contiguous()
             for m in names
         }
 
@@ -140,13 +140,14 @@ def train(job: dict) -> dict:
     torch.manual_seed(job["seed"])
     rng = np.random.default_rng(job["seed"])
     torch.set_num_threads(len(os.sched_getaffinity(0)))
+    device = device_of(job)
     tokens, held = np.load(job["train"]), np.load(job["held_out"])
-    target = LlamaForCausalLM.from_pretrained(job["target"], dtype=torch.float32).eval()
+    target = LlamaForCausalLM.from_pretrained(job["target"], dtype=torch.float32).to(device).eval()
     for p in target.parameters():
         p.requires_grad_(False)
     embed = target.model.embed_tokens
     layers = job["aux_layers"]
-    head = Eagle3Head(job["config"], len(layers))
+    head = Eagle3Head(job["config"], len(layers)).to(device)
 
     def loss_of(batch: torch.Tensor) -> torch.Tensor:
         x = batch[:, :-1]
@@ -164,9 +165,11 @@ def train(job: dict) -> dict:
         starts = np.linspace(0, len(held) - job["seq_len"] - 2, EVAL_WINDOWS).astype(np.int64)
         x = torch.from_numpy(np.stack([held[s : s + job["seq_len"]] for s in starts]).astype(np.int64))
         agree = [[], []]
-        for chunk in x.split(16):
-            logprobs, aux = target_features(target, chunk, layers)
-            for i, (_, a) in enumerate(losses(head, embed, chunk, logprobs, aux)):
+        for chunk in x.to(device).split(16):
+            with autocast(device):
+                logprobs, aux = target_features(target, chunk, layers)
+                pairs = losses(head, embed, chunk, logprobs, aux)
+            for i, (_, a) in enumerate(pairs):
                 agree[i].append(a.item())
     report = {
         "parameters": sum(p.numel() for n, p in head.named_parameters() if not n.startswith("rotary")),

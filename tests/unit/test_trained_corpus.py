@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from nova_search.trained import corpus
-from nova_search.trained.build import TrainPlan, default_dir, plan_key
+from nova_search.trained.build import TrainPlan, default_dir, gpu_plan, plan_key
 from tests.support.cli import nova
 
 
@@ -79,3 +81,45 @@ def test_trained_model_into_a_folder_it_cannot_write_names_it(tmp_path: Path) ->
     r = nova("trained-model", str(blocker / "pair"), env={"NOVA_ENGINE_PYTHON": "/usr/bin/python3"})
     assert r.returncode != 0
     assert "DIR: cannot write the pair into" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_site_folders_sources_are_named_from_the_site_on_every_machine(tmp_path: Path) -> None:
+    """The GPU pair's corpus: the bundle's site folder is /tmp/site on the H200 and .gpu/site where it
+    was made; a file's name (and so its side of the split) must not depend on which."""
+    for root in (tmp_path / "a" / "site", tmp_path / "b" / "deeper" / "site"):
+        for rel in ("pkg/__init__.py", "pkg/mod.py", "pkg/tests/test_mod.py", "pkg/__pycache__/x.py"):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(f"# {rel}\n")
+    a = corpus.package_files(tmp_path / "a" / "site")
+    b = corpus.package_files(tmp_path / "b" / "deeper" / "site")
+    assert [corpus._name(f) for f in a] == [corpus._name(f) for f in b] == ["pkg/__init__.py", "pkg/mod.py"]
+    assert plan_key(TrainPlan(), a) == plan_key(TrainPlan(), b)
+    with pytest.raises(RuntimeError, match="no .py files under"):
+        corpus.package_files(tmp_path / "a" / "site" / "pkg" / "tests" / "none")
+
+
+def test_the_gpu_plan_trains_on_cuda_within_five_minutes_of_budgets() -> None:
+    plan = gpu_plan()
+    assert plan.device == "cuda" and plan.budgets_s is not None and sum(plan.budgets_s) <= 300
+    assert plan_key(plan, corpus.corpus_files()[:5]) != plan_key(TrainPlan(), corpus.corpus_files()[:5])
+    aux = plan.eagle3["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    assert (
+        max(aux) < plan.target["num_hidden_layers"]
+        and plan.eagle3["hidden_size"] == plan.target["hidden_size"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--size", "huge"], "--size"),
+        (["--size", "gpu"], "--corpus"),
+        (["--corpus", "/nonexistent"], "--corpus"),
+    ],
+)
+def test_trained_model_refuses_a_bad_size_or_corpus_by_its_flag(
+    tmp_path: Path, args: list, flag: str
+) -> None:
+    r = nova("trained-model", str(tmp_path / "pair"), *args, env={"NOVA_ENGINE_PYTHON": "/usr/bin/python3"})
+    assert r.returncode != 0 and flag in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "pair").exists()
