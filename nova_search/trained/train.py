@@ -111,8 +111,15 @@ def fit(model: torch.nn.Module, job: dict, rng: np.random.Generator, tokens: np.
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if budget and step == TIMED_AFTER:
-            steps = _within(budget, step + 1, time.monotonic() - t0, steps)
+        if budget and step in (0, TIMED_AFTER):
+            if device.type == "cuda":
+                torch.cuda.synchronize()  # the GPU's work done, not only queued
+            if step == 0:
+                first = time.monotonic()  # the first step pays CUDA's and the allocator's start-up
+            else:
+                steps = _within(
+                    budget, step + 1, time.monotonic() - t0, (time.monotonic() - first) / step, steps
+                )
         if step % 25 == 0 or step == steps - 1:
             curve.append([step, round(loss.item(), 4)])
             print(
@@ -134,10 +141,10 @@ def fit(model: torch.nn.Module, job: dict, rng: np.random.Generator, tokens: np.
     }
 
 
-def _within(budget: float, done: int, elapsed: float, steps: int) -> int:
-    """The steps that fit in ``budget`` seconds at the pace of the first ``done``; never more than
-    planned, never fewer than done."""
-    fit_steps = int(budget / (elapsed / done))
+def _within(budget: float, done: int, elapsed: float, pace: float, steps: int) -> int:
+    """The steps that fit in ``budget`` seconds: the ``done`` ones took ``elapsed``, and the rest go at
+    ``pace`` seconds a step; never more than planned, never fewer than done."""
+    fit_steps = done + int((budget - elapsed) / pace)
     if fit_steps >= steps:
         return steps
     print(f"time budget {budget:.0f} s: {fit_steps} of {steps} steps fit", file=sys.stderr, flush=True)
