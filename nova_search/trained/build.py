@@ -245,10 +245,29 @@ def _build(out: Path, work: Path, files: list[Path], plan: TrainPlan, key: str, 
             "machine": platform.machine(),
             "cpus": len(os.sched_getaffinity(0)),
             "python": platform.python_version(),
+            **cpu_facts(),
         },
     }
     (out / "report.json").write_text(json.dumps(report, indent=2))
     return report
+
+
+#: instruction sets whose kernels round differently: a seeded CPU build repeats exactly on one host,
+#: and not across hosts that differ in these (the trained-cpu results README has the case)
+_ISA = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16")
+
+
+def cpu_facts(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
+    """The host's CPU model and which of ``_ISA`` it has, read at build time (empty where unreadable)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return {}
+    fields = dict(
+        (k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in text.splitlines()) if v
+    )
+    flags = set(fields.get("flags", "").split())
+    return {"cpu": fields.get("model name", "unknown"), "isa": [f for f in _ISA if f in flags]}
 
 
 def _beside(target: Path, name: str) -> Path:

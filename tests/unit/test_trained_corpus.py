@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nova_search.trained import corpus
-from nova_search.trained.build import TrainPlan, default_dir, gpu_plan, plan_key
+from nova_search.trained.build import TrainPlan, cpu_facts, default_dir, gpu_plan, plan_key
 from tests.support.cli import nova
 
 
@@ -123,3 +123,12 @@ def test_trained_model_refuses_a_bad_size_or_corpus_by_its_flag(
     r = nova("trained-model", str(tmp_path / "pair"), *args, env={"NOVA_ENGINE_PYTHON": "/usr/bin/python3"})
     assert r.returncode != 0 and flag in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "pair").exists()
+
+
+def test_the_build_records_the_hosts_cpu_and_instruction_sets(tmp_path: Path) -> None:
+    """A seeded CPU build repeats byte for byte on one host, not across hosts whose kernels round
+    differently (AVX-512 or not): the report says which host made it."""
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16\n\n")
+    assert cpu_facts(info) == {"cpu": "AMD EPYC", "isa": ["avx2", "avx512f", "avx512_bf16"]}
+    assert cpu_facts(tmp_path / "absent") == {}
