@@ -232,7 +232,12 @@ class Residency:
                     f"#{number} not kept as the leader: its weights ({weights / GIB:.1f} GiB) would leave "
                     f"the host under confirm.host_reserve_gib ({available / GIB:.1f} GiB available)"
                 )
-        note = self.let_go(ctx.servers, f"#{number} beat it") if r is not None else None
+        if r is None:
+            note = None
+        elif ctx.stage == "speculative":
+            note = self.let_go(ctx.servers, f"#{number} is the tuned baseline")
+        else:  # higher by its windows' median, whether or not the pairs separated
+            note = self.let_go(ctx.servers, f"#{number} measured {value:.6g} against its {r.value:.6g}")
         if self.mode == "sleep" and not asleep:
             sleep_mode.sleep(server.base_url)
         self.leader = Resident(server, number, ctx.stage, value, asleep=self.mode == "sleep")

@@ -134,3 +134,20 @@ def test_the_leader_is_let_go_when_the_host_runs_short_or_the_stage_changes(monk
     r, server, ctx = _residency(monkeypatch, free_gib=137.0)
     ctx.stage = "speculative"
     assert "the stage changed" in (r.make_room(ctx, EngineConfig()) or "")
+
+
+def test_a_trial_that_measured_higher_takes_the_leaders_place_and_the_note_gives_both_values(monkeypatch):
+    from nova_search.engine import sleep as sleep_mode
+
+    r, old, ctx = _residency(monkeypatch, free_gib=137.0)
+    asleep: list[str] = []
+    monkeypatch.setattr(sleep_mode, "sleep", lambda url, level=1: asleep.append(url) or 0.4)
+    lower = _Server()
+    assert r.offer(ctx, 4, lower, 990.0, "search", asleep=False) == (False, None)  # type: ignore[arg-type]
+    assert not old.stopped and r.leader is not None and r.leader.number == 3
+    higher = _Server()
+    higher.base_url = "http://127.0.0.1:9"  # type: ignore[attr-defined]
+    kept, note = r.offer(ctx, 5, higher, 1012.5, "search", asleep=False)  # type: ignore[arg-type]
+    assert kept and note == "leader #3 let go: #5 measured 1012.5 against its 1000"
+    assert old.stopped and old not in ctx.servers and higher in ctx.servers
+    assert r.leader.number == 5 and r.leader.asleep and asleep == ["http://127.0.0.1:9"]
