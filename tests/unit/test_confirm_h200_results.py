@@ -79,7 +79,9 @@ def test_a_sleeping_leader_held_1_3_gib_of_the_gpu_and_nothing_was_left_at_the_e
     assert mib[max(mib)] == 0
     second = gzip.open(RESULTS / "gpu-session2.csv.gz", "rt").read().splitlines()
     assert second[-1].endswith(", 0 MiB")  # the second session's machine: nothing left either
-    third = [line.split(", ") for line in gzip.open(RESULTS / "gpu-session3.csv.gz", "rt").read().splitlines()]
+    third = [
+        line.split(", ") for line in gzip.open(RESULTS / "gpu-session3.csv.gz", "rt").read().splitlines()
+    ]
     assert third[-1][2] == "0 MiB"
     used = [int(u.split()[0]) for _, _, u in third]
     assert used.count(1255) >= 60  # only the sleeper up, for a minute and more: 1.2 GiB, as in session 1

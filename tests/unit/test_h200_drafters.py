@@ -197,3 +197,20 @@ def test_every_drafter_trial_is_launchable_on_the_tuned_stack() -> None:
         k = payload["num_speculative_tokens"]
         slots = (k - 1 if method == "dflash" else 0) + (1 if method == "draft_model" else 0)
         assert config.max_num_batched_tokens - slots * config.max_num_seqs >= config.max_model_len
+
+
+def test_the_committed_dflash_smoke_booted_the_configs_this_script_writes_and_drafted() -> None:
+    """benchmarks/results/h200-dflash-smoke: vLLM 0.26.0 on the H200 read make_drafters.py's DFlash folder,
+    served, and drafted k = 3 tokens a step (random weights: none accepted)."""
+    smoke = REPO / "benchmarks" / "results" / "h200-dflash-smoke"
+    log = (smoke / "dflash.log").read_text()
+    assert "Resolved architecture: DFlashDraftModel" in log and "Capturing model for DFlash speculator" in log
+    assert "max_num_scheduled_tokens is set to 6144" in log  # 8192 - 1024 seqs x (k - 1) parallel slots
+    counters = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in (smoke / "metrics.txt").read_text().splitlines()
+    }
+    drafts = counters["vllm:spec_decode_num_drafts_total"]
+    assert drafts > 0 and counters["vllm:spec_decode_num_draft_tokens_total"] == 3 * drafts
+    assert counters["vllm:spec_decode_num_accepted_tokens_total"] == 0.0
+    assert "dflash" in (smoke / "make.txt").read_text()
