@@ -103,17 +103,20 @@ def engine_packages(python: str | None) -> frozenset[str] | None:
     return frozenset(out.stdout.split())
 
 
-def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
-    flags: frozenset[str] = frozenset()
-    cpu_name = None
+def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str | None, frozenset[str]] | None:
+    """The host CPU's model name (None: not given) and flags, read at run time; None: unreadable."""
     try:
-        text = Path("/proc/cpuinfo").read_text()
-        m = re.search(r"^flags\s*:\s*(.*)$", text, flags=re.MULTILINE)
-        flags = frozenset(m.group(1).split()) if m else frozenset()
-        m = re.search(r"^model name\s*:\s*(.*)$", text, flags=re.MULTILINE)
-        cpu_name = m.group(1).strip() if m else None
+        text = cpuinfo.read_text()
     except OSError:
-        pass
+        return None
+    m = re.search(r"^flags\s*:\s*(.*)$", text, flags=re.MULTILINE)
+    flags = frozenset(m.group(1).split()) if m else frozenset()
+    m = re.search(r"^model name\s*:\s*(.*)$", text, flags=re.MULTILINE)
+    return (m.group(1).strip() if m else None), flags
+
+
+def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
+    cpu_name, flags = cpu_info() or (None, frozenset())
     on_gpu = spec.engine.device == "cuda"
     gpu_name, gpu_memory = _gpu_facts(gpus) if on_gpu else (None, None)
     device_name = gpu_name if on_gpu else cpu_name

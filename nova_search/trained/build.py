@@ -36,6 +36,7 @@ import numpy as np
 
 from nova_search import tinymodel
 from nova_search.errors import EngineError, SpecError
+from nova_search.space import cpu_info
 from nova_search.trained import corpus
 
 VOCAB = 4096
@@ -259,15 +260,11 @@ _ISA = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16")
 
 def cpu_facts(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
     """The host's CPU model and which of ``_ISA`` it has, read at build time (empty where unreadable)."""
-    try:
-        text = cpuinfo.read_text()
-    except OSError:
+    info = cpu_info(cpuinfo)
+    if info is None:
         return {}
-    fields = dict(
-        (k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in text.splitlines()) if v
-    )
-    flags = set(fields.get("flags", "").split())
-    return {"cpu": fields.get("model name", "unknown"), "isa": [f for f in _ISA if f in flags]}
+    name, flags = info
+    return {"cpu": name or "unknown", "isa": [f for f in _ISA if f in flags]}
 
 
 def _beside(target: Path, name: str) -> Path:
