@@ -17,6 +17,7 @@ import optuna
 import pytest
 
 from nova_search.engine.command import config_args
+from nova_search.engine.probe import parse_metrics
 from nova_search.space import Facts, incompatibilities, sample, tuned_config
 from nova_search.spec import load_spec
 from tests.support import REPO
@@ -206,10 +207,7 @@ def test_the_committed_dflash_smoke_booted_the_configs_this_script_writes_and_dr
     log = (smoke / "dflash.log").read_text()
     assert "Resolved architecture: DFlashDraftModel" in log and "Capturing model for DFlash speculator" in log
     assert "max_num_scheduled_tokens is set to 6144" in log  # 8192 - 1024 seqs x (k - 1) parallel slots
-    counters = {
-        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
-        for line in (smoke / "metrics.txt").read_text().splitlines()
-    }
+    counters = parse_metrics((smoke / "metrics.txt").read_text()).values
     drafts = counters["vllm:spec_decode_num_drafts_total"]
     assert drafts > 0 and counters["vllm:spec_decode_num_draft_tokens_total"] == 3 * drafts
     assert counters["vllm:spec_decode_num_accepted_tokens_total"] == 0.0
