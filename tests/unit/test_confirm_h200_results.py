@@ -28,13 +28,13 @@ def _summarizer():
 
 
 #: the first trial of each session's machine: its slot had no leader yet (a new machine starts bare)
-FIRST_ON_A_MACHINE = (0, 4, 5)
+FIRST_ON_A_MACHINE = (0, 4, 5, 9)
 
 
 def test_every_trial_but_a_machines_first_was_paired_with_a_sleeping_leader() -> None:
     results = load_results("h200-qwen3-8b-confirm", URL)
     trials = results.trials
-    assert [t.state for t in trials] == ["COMPLETE"] * 9 and trials[0].role == "stock"
+    assert [t.state for t in trials] == ["COMPLETE"] * 12 and trials[0].role == "stock"
     for n in FIRST_ON_A_MACHINE:
         first = trials[n].paired
         assert first is not None and first.leader is None and first.pairs == 3  # confirmed alone
@@ -57,7 +57,9 @@ def test_the_summary_is_what_the_committed_storage_says() -> None:
     split = gpu_time(results).seconds()
     assert summary["gpu_time_s"] == pytest.approx(split)
     assert summary["windows_share"] == pytest.approx(split["windows"] / sum(split.values()))
-    assert summary["windows_share"] == pytest.approx(0.455, abs=0.01)  # the README's 45 %
+    assert summary["windows_share"] == pytest.approx(
+        0.46, abs=0.005
+    )  # the README's 46 %: under the 50 % goal
     dumped = json.loads((RESULTS / "study.json").read_text())
     assert _summarizer().summarize(dumped) == summary
     verdicts = {
@@ -68,7 +70,9 @@ def test_the_summary_is_what_the_committed_storage_says() -> None:
     assert verdicts[3] == {"64": "not_verified", "128": "not_verified"}
     assert verdicts[6] == {"64": "verified_loss", "128": "verified_loss"}
     assert verdicts[7] == verdicts[8] == {"64": "not_verified", "128": "not_verified"}
-    assert summary["best_non_speculative"]["trial"] == 8 and summary["trials_done"] == 9
+    assert verdicts[10] == {"64": "verified_gain", "128": "verified_gain"}
+    assert verdicts[11] == {"64": "not_verified", "128": "verified_loss"}
+    assert summary["best_non_speculative"]["trial"] == 10 and summary["trials_done"] == 12
 
 
 def test_a_sleeping_leader_held_1_3_gib_of_the_gpu_and_nothing_was_left_at_the_end() -> None:
@@ -85,3 +89,9 @@ def test_a_sleeping_leader_held_1_3_gib_of_the_gpu_and_nothing_was_left_at_the_e
     assert third[-1][2] == "0 MiB"
     used = [int(u.split()[0]) for _, _, u in third]
     assert used.count(1255) >= 60  # only the sleeper up, for a minute and more: 1.2 GiB, as in session 1
+    fourth = [
+        line.split(", ") for line in gzip.open(RESULTS / "gpu-session4.csv.gz", "rt").read().splitlines()
+    ]
+    assert fourth[-1][2] == "0 MiB"
+    alone = {ts[11:19]: int(u.split()[0]) for ts, _, u in fourth}
+    assert {v for t, v in alone.items() if "20:31:15" <= t <= "20:31:57"} == {1223}  # trial 9 asleep
