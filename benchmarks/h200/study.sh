@@ -11,11 +11,15 @@
 #   bash .../X_study.sh install | tail -3 && STOP_AFTER=1000 bash .../X_study.sh start   # + .gpu/p2 .gpu/model
 #   bash .../X_study.sh watch 540                # until the worker is done or 540 s pass; then collects
 #   bash .../X_study.sh collect                  # -> $OUT: storage, dump, policy, status, logs
+#   bash .../X_study.sh cache                    # -> $OUT/vllm-cache.tar.xz: the node's compile cache
 #
 # The storage is SQLite on the machine (W/study.db). Every `watch` ends by collecting it, so each
 # call's reply holds the storage as it stood: a machine given back between two calls loses at most
 # the trial that was running. A study that does not finish continues in a later session from the
-# collected study.db, carried as CARRIED.
+# collected study.db, carried as CARRIED. vLLM's compile cache is keyed the same on every H200, so it
+# can go along too (a boot that loads it: 87 s, against 115 s compiling; benchmarks/results/h200-cache-carry):
+# `cache` after the last watch, then its file carried beside the storage as CARRIED's name with
+# -vllm-cache.tar.xz for .db (.h200/confirm-study-vllm-cache.tar.xz); `start` unpacks it.
 set -uo pipefail
 : "${SPEC:?set by the wrapper}" "${W:?set by the wrapper}" "${CARRIED:?set by the wrapper}"
 OUT=${OUT:-/tmp/nova-out}
@@ -24,6 +28,7 @@ export PYTHONPATH=/tmp/site:$PWD VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 
 export PYTHONUNBUFFERED=1 NOVA_ENGINE_PYTHON=python3 VLLM_CACHE_ROOT=$W/vllm-cache
 STUDY=$(sed -n 's/^name: *//p' "$SPEC")
 DB=$W/study.db
+CACHE_CARRIED=${CARRIED%.db}-vllm-cache.tar.xz
 nova() { python3 -m nova_search "$@"; }
 running() { [ -f "$W/worker.pid" ] && kill -0 "$(cat "$W/worker.pid")" 2> /dev/null; }
 
@@ -37,6 +42,7 @@ case "${1:-}" in
     if [ ! -f "$DB" ] && [ -f "$CARRIED" ]; then
       cp "$CARRIED" "$DB" && echo "continuing the study from the carried copy of its storage"
     fi
+    bash "$0" restore
     { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
       nproc | sed 's/^/cores: /'
       free -g; } | tee -a "$W/machine.txt"
@@ -67,14 +73,24 @@ case "${1:-}" in
     gzip -c "$W/gpu.csv" > "$OUT/gpu.csv.gz"
     { cat "$W/machine.txt"; cat "$W/worker.log"; } 2> /dev/null | gzip > "$OUT/worker.log.gz"
     nova status "$STUDY" --storage "sqlite:///$DB" > "$OUT/status.txt" 2>&1
-    nova dump "$STUDY" --storage "sqlite:///$DB" -o "$OUT/study.json" 2>> "$OUT/status.txt"
+    # dump's own "wrote <file>" line is not a status; its errors are
+    nova dump "$STUDY" --storage "sqlite:///$DB" -o "$OUT/study.json" 2>&1 | grep -v '^wrote ' >> "$OUT/status.txt"
     nova policy "$STUDY" --storage "sqlite:///$DB" --format json > "$OUT/policy.json" 2>> "$OUT/status.txt"
     tar -C "$W" -czf "$OUT/server-logs.tgz" artifacts 2> /dev/null
     [ -n "${EXTRA:-}" ] && cp "$EXTRA" "$OUT/" 2> /dev/null
     tail -40 "$OUT/status.txt"
     ;;
+  restore)
+    if [ ! -d "$VLLM_CACHE_ROOT" ] && [ -f "$CACHE_CARRIED" ]; then
+      tar -C "$W" -xJf "$CACHE_CARRIED" && echo "compile cache from $CACHE_CARRIED: $(du -sh "$VLLM_CACHE_ROOT" | cut -f1)"
+    fi
+    ;;
+  cache)
+    running && echo "note: the worker is still running; the cache may be mid-write"
+    tar -C "$W" -I "xz -T0" -cf "$OUT/vllm-cache.tar.xz" vllm-cache && ls -la "$OUT/vllm-cache.tar.xz"
+    ;;
   *)
-    echo "usage: $0 install | start [nova run flags] | watch [SECONDS] | collect" >&2
+    echo "usage: $0 install | start [nova run flags] | watch [SECONDS] | collect | cache" >&2
     exit 2
     ;;
 esac
