@@ -57,9 +57,8 @@ def test_the_summary_is_what_the_committed_storage_says() -> None:
     split = gpu_time(results).seconds()
     assert summary["gpu_time_s"] == pytest.approx(split)
     assert summary["windows_share"] == pytest.approx(split["windows"] / sum(split.values()))
-    assert summary["windows_share"] == pytest.approx(
-        0.46, abs=0.005
-    )  # the README's 46 %: under the 50 % goal
+    # the README's 46 %: under the 50 % goal
+    assert summary["windows_share"] == pytest.approx(0.46, abs=0.005)
     dumped = json.loads((RESULTS / "study.json").read_text())
     assert _summarizer().summarize(dumped) == summary
     verdicts = {
@@ -75,23 +74,23 @@ def test_the_summary_is_what_the_committed_storage_says() -> None:
     assert summary["best_non_speculative"]["trial"] == 10 and summary["trials_done"] == 12
 
 
+def _gpu_samples(name: str) -> list[tuple[str, int]]:
+    """A session's nvidia-smi samples (once a second): the clock time and the GPU memory used, MiB."""
+    rows = [line.split(", ") for line in gzip.open(RESULTS / name, "rt").read().splitlines()]
+    return [(ts[11:19], int(used.split()[0])) for ts, _, used in rows]
+
+
 def test_a_sleeping_leader_held_1_3_gib_of_the_gpu_and_nothing_was_left_at_the_end() -> None:
-    rows = [line.split(", ") for line in gzip.open(RESULTS / "gpu.csv.gz", "rt").read().splitlines()]
-    mib = {ts[11:19]: int(used.split()[0]) for ts, _, used in rows}
+    mib = dict(_gpu_samples("gpu.csv.gz"))
     between = [v for t, v in mib.items() if "06:50:21" <= t <= "06:50:40"]  # trial 1 asleep, trial 2 booting
     assert between and set(between) == {1287}
     assert mib[max(mib)] == 0
-    second = gzip.open(RESULTS / "gpu-session2.csv.gz", "rt").read().splitlines()
-    assert second[-1].endswith(", 0 MiB")  # the second session's machine: nothing left either
-    third = [
-        line.split(", ") for line in gzip.open(RESULTS / "gpu-session3.csv.gz", "rt").read().splitlines()
-    ]
-    assert third[-1][2] == "0 MiB"
-    used = [int(u.split()[0]) for _, _, u in third]
+    # the second session's machine: nothing left either
+    assert _gpu_samples("gpu-session2.csv.gz")[-1][1] == 0
+    third = _gpu_samples("gpu-session3.csv.gz")
+    assert third[-1][1] == 0
+    used = [m for _, m in third]
     assert used.count(1255) >= 60  # only the sleeper up, for a minute and more: 1.2 GiB, as in session 1
-    fourth = [
-        line.split(", ") for line in gzip.open(RESULTS / "gpu-session4.csv.gz", "rt").read().splitlines()
-    ]
-    assert fourth[-1][2] == "0 MiB"
-    alone = {ts[11:19]: int(u.split()[0]) for ts, _, u in fourth}
-    assert {v for t, v in alone.items() if "20:31:15" <= t <= "20:31:57"} == {1223}  # trial 9 asleep
+    fourth = _gpu_samples("gpu-session4.csv.gz")
+    assert fourth[-1][1] == 0
+    assert {m for t, m in fourth if "20:31:15" <= t <= "20:31:57"} == {1223}  # trial 9 asleep

@@ -1,15 +1,18 @@
 """The trained pair's corpus and build plan (``nova_search.trained``): pure functions, on this machine's
-real standard library and licence texts. Training itself runs in tests/integration/test_trained_engine.py."""
+real standard library and licence texts. Training itself runs in tests/integration/test_trained_engine.py;
+the GPU pair's report from the H200 (benchmarks/results/trained-h200) is checked against the plan here."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
 
 from nova_search.trained import corpus
 from nova_search.trained.build import TrainPlan, cpu_facts, default_dir, gpu_plan, plan_key
+from tests.support import REPO
 from tests.support.cli import nova
 
 
@@ -132,3 +135,12 @@ def test_the_build_records_the_hosts_cpu_and_instruction_sets(tmp_path: Path) ->
     info.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 avx512f avx512_bf16\n\n")
     assert cpu_facts(info) == {"cpu": "AMD EPYC", "isa": ["avx2", "avx512f", "avx512_bf16"]}
     assert cpu_facts(tmp_path / "absent") == {}
+
+
+def test_the_committed_gpu_pair_was_trained_on_the_plan_the_code_has() -> None:
+    report = json.loads((REPO / "benchmarks" / "results" / "trained-h200" / "pair-report.json").read_text())
+    assert report["plan"] == json.loads(json.dumps(asdict(gpu_plan())))
+    assert report["target"]["device"] == "NVIDIA H200" and report["target"]["held_out_loss"] < 1.5
+    assert 50e6 <= report["target"]["parameters"] <= 150e6  # the issue's 50-150M
+    assert report["draft"]["held_out_top1_agreement"] > 0.6
+    assert report["eagle3"]["held_out_top1_agreement_step1"] > 0.7
