@@ -22,6 +22,8 @@ def drafters(policy: dict) -> dict:
         d["method"]: {
             "status": d["status"],
             "verified_range": d["verified_range"],
+            # policies written before a verdict could hold several verified ranges have none
+            **({"verified_ranges": d["verified_ranges"]} if "verified_ranges" in d else {}),
             "trials": d["trials"],
             "per_level": [
                 {

@@ -28,10 +28,12 @@ Pure functions over small frozen records; no storage, no HTTP. The input is one 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
+from itertools import groupby
 from typing import Any, Literal
 
 from nova_search.analysis.noise import MIN_SAMPLES, compare
+from nova_search.analysis.schedule import dynamic_schedule, without_k
 from nova_search.engine.config import EngineConfig
 
 #: latency metrics whose movement the verdict states (mean and p99: the reference study's tradeoffs)
@@ -142,11 +144,15 @@ class DrafterVerdict:
     trials: tuple[str, ...]
     #: per level, the best candidate of this method against tuned
     per_level: tuple[LevelGain, ...]
-    #: [lowest, highest] measured level where the method is verified better; None when nowhere
+    #: [lowest, highest] of the run of consecutive measured levels that holds the method's largest
+    #: verified gain; None when it is verified better nowhere. Every level inside is verified better.
     verified_range: tuple[int, int] | None
     #: at the level of its largest verified gain (else its largest gain): what the latencies did
     tradeoffs: tuple[Tradeoff, ...]
     reason: str
+    #: every run of consecutive measured levels where the method is verified better, lowest first
+    #: (a method can win at both ends and lose between: [(1, 1), (256, 256)])
+    verified_ranges: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -271,9 +277,10 @@ def drafter_verdict(
         if best is not None:
             per_level.append(best)
     verified = [g for g in per_level if g.verified]
-    rng = (verified[0].concurrency, verified[-1].concurrency) if verified else None
+    runs = verified_runs(per_level)
     pool = verified or [g for g in per_level if g.diff_pct is not None]
     top = max(pool, key=_gain_key) if pool else None
+    rng = next((r for r in runs if top and r[0] <= top.concurrency <= r[1]), None) if verified else None
     trade = tradeoffs(tuned, by_key[top.trial], top.concurrency) if top else ()
     flagged = [c.key for c in cands if c.equivalent is False]
     extra = f"; kept out (greedy output diverged): {', '.join(flagged)}" if flagged else ""
@@ -282,7 +289,9 @@ def drafter_verdict(
             f"verified better than tuned at concurrency {', '.join(str(g.concurrency) for g in verified)}"
             f"; best {top.diff_pct:+.1f} % at {top.concurrency} ({top.trial})" + extra  # type: ignore[union-attr]
         )
-        return DrafterVerdict(method, "accepted", keys, tuple(per_level), rng, trade, reason)
+        if len(runs) > 1:
+            reason += "; verified ranges " + ", ".join(f"{lo}–{hi}" for lo, hi in runs)
+        return DrafterVerdict(method, "accepted", keys, tuple(per_level), rng, trade, reason, runs)
     few = [g for g in per_level if min(g.n_tuned, g.n_candidate) < MIN_SAMPLES]
     losses = [g for g in per_level if g.verdict == "verified_loss"]
     span = ", ".join(f"{g.concurrency}: {g.diff_pct:+.1f} %" for g in per_level if g.diff_pct is not None)
@@ -305,6 +314,12 @@ def drafter_verdict(
     else:
         why = f"rejected: never verified better than tuned at any concurrency ({span})"
     return DrafterVerdict(method, "rejected", keys, tuple(per_level), None, trade, why + extra)
+
+
+def verified_runs(per_level: Sequence[LevelGain]) -> tuple[tuple[int, int], ...]:
+    """The runs of consecutive measured levels (``per_level``'s order) that are all verified better."""
+    runs = [[g.concurrency for g in run] for ok, run in groupby(per_level, key=lambda g: g.verified) if ok]
+    return tuple((r[0], r[-1]) for r in runs)
 
 
 def build_policy(
@@ -373,51 +388,6 @@ def build_policy(
     return tuple(out)
 
 
-def _without_k(config: EngineConfig) -> EngineConfig:
-    """The configuration with its drafter's k (and schedule) left out: what configurations that
-    differ only in k have in common."""
-    spec = config.speculative
-    if spec is None:
-        return config
-    return config.with_values(
-        speculative=replace(spec, num_speculative_tokens=0, num_speculative_tokens_per_batch_size=None)
-    )
-
-
-def dynamic_schedule(
-    policy: Sequence[PolicyRange], profiles: Mapping[str, Profile]
-) -> tuple[tuple[tuple[int, int, int], ...] | None, str]:
-    """vLLM's ``num_speculative_tokens_per_batch_size`` for the policy, when its speculative ranges
-    differ only in k. Tuned ranges become k = 0 (drafting off) when tuned is the same configuration
-    without speculation; otherwise no schedule (switching configurations is the policy)."""
-    spec = [r for r in policy if r.choice == "speculative"]
-    if not spec:
-        return None, "no speculative range: no schedule"
-    bases = {_without_k(profiles[r.trial].config) for r in spec}
-    if len(bases) > 1:
-        return None, "the speculative ranges differ in more than num_speculative_tokens: deploy per range"
-    if len({r.num_speculative_tokens for r in spec}) == 1 and len(spec) == len(policy):
-        return None, "one k everywhere: the static configuration is the schedule"
-    base_plain = profiles[spec[0].trial].config.with_values(speculative=None)
-    tuned_plain = next(
-        (profiles[r.trial].config.with_values(speculative=None) for r in policy if r.choice == "tuned"), None
-    )
-    if tuned_plain is not None and tuned_plain != base_plain:
-        return None, (
-            "tuned differs from the speculative configurations in more than drafting (e.g. batch "
-            "limits): deploy per range"
-        )
-    last = max((profiles[r.trial].config.max_num_seqs or 0 for r in spec), default=0)
-    rows = []
-    for r in policy:
-        hi = r.max_concurrency if r.max_concurrency is not None else max(last, r.min_concurrency, 1024)
-        rows.append((r.min_concurrency, hi, int(r.num_speculative_tokens or 0)))
-    return tuple(rows), (
-        "one server: the speculative configuration with this schedule in --speculative-config; "
-        "k = 0 turns drafting off in the tuned ranges"
-    )
-
-
 def build_verdict(
     profiles: Sequence[Profile],
     *,
@@ -449,12 +419,25 @@ def build_verdict(
     if (
         stock is not None
         and stock.key != tuned_p.key
-        and _without_k(stock.config) == _without_k(tuned_p.config)
+        and without_k(stock.config) == without_k(tuned_p.config)
     ):
         notes.append(
             f"the tuned baseline ({tuned_p.key}) runs the stock configuration: no searched configuration "
             "beat it, so tuned vs stock is only run-to-run drift between two measurements of one config"
         )
+        # the same configuration twice is an A/A test: a "verified" difference between them says the
+        # windows' intervals understate how much two servers of one configuration differ here
+        drift = [
+            g for lv in levels if (g := level_gain(stock, tuned_p, lv, metric, higher_is_better, confidence))
+        ]
+        if drifted := [g for g in drift if g.verdict != "not_verified" and g.diff_pct is not None]:
+            notes.append(
+                f"{stock.key} and {tuned_p.key}, one configuration measured twice, differ beyond their "
+                "intervals at "
+                + ", ".join(f"{g.concurrency} ({g.diff_pct:+.1f} %)" for g in drifted)
+                + ": a drafter's gain or loss no larger than that is not a finding; pair the drafters with "
+                "the tuned baseline (confirm) to judge them on the same prompts, side by side"
+            )
     vs_stock = tuple(
         (
             lv,

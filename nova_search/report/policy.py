@@ -43,7 +43,7 @@ def header_lines(v: Verdict) -> list[str]:
 def drafter_rows(v: Verdict) -> list[list[str]]:
     rows = []
     for d in v.drafters:
-        rng = f"{d.verified_range[0]}–{d.verified_range[1]}" if d.verified_range else "–"
+        rng = ", ".join(f"{lo}–{hi}" for lo, hi in d.verified_ranges) or "–"
         rows.append(
             [d.method, STATUS_TEXT[d.status], rng, "; ".join(_gain(g) for g in d.per_level) or "–", d.reason]
         )

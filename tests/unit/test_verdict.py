@@ -8,6 +8,7 @@ import numpy as np
 
 from nova_search.analysis.verdict import Profile, build_verdict
 from nova_search.engine.config import EngineConfig
+from nova_search.report.policy import drafter_rows
 
 LEVELS = (1, 4, 16, 64)
 BASE = {"kv_cache_dtype": "fp8", "max_num_seqs": 64, "speculative": None}
@@ -108,6 +109,42 @@ def test_speculation_verified_only_in_the_middle_falls_back_to_tuned_on_both_sid
         (4, 16, "speculative"),
         (17, None, "tuned"),
     ]
+
+
+def test_a_drafter_that_wins_at_both_ends_and_loses_between_has_two_verified_ranges():
+    # the H200 trained study's n-gram: verified better at 1 and 256, a verified loss at 16 and 64.
+    # Its range is never the span 1-256 across the losses
+    ngram = profile("spec#1", {1: 150, 4: 300, 16: 600, 64: 1500}, method="ngram", k=4, seed=2)
+    v = verdict([STOCK, TUNED, ngram], tuned="spec#0")
+    (d,) = v.drafters
+    assert [g.verdict for g in d.per_level] == [
+        "verified_gain",
+        "not_verified",
+        "verified_loss",
+        "verified_gain",
+    ]
+    assert d.status == "accepted" and d.verified_ranges == ((1, 1), (64, 64))
+    assert d.verified_range == (1, 1)  # the run holding the largest gain (+50 % against +25 %)
+    assert "verified ranges 1–1, 64–64" in d.reason
+    assert drafter_rows(v)[0][2] == "1–1, 64–64"
+    assert [(r.min_concurrency, r.max_concurrency, r.choice) for r in v.policy] == [
+        (1, 1, "speculative"),
+        (2, 63, "tuned"),
+        (64, 64, "speculative"),
+        (65, None, "tuned"),
+    ]
+
+
+def test_stock_and_tuned_of_one_configuration_are_an_a_a_test_and_their_drift_is_named():
+    # the H200 trained study: stock won the tune stage, and its re-measurement as the tuned baseline
+    # read +33 % at 64 with intervals that excluded zero
+    stock = profile("tune#0", {1: 100, 4: 300, 16: 800, 64: 900}, role="stock", seed=3)
+    tuned = profile("spec#0", {1: 100, 4: 300, 16: 800, 64: 1200}, role="tuned", seed=4)
+    v = verdict([stock, tuned], tuned="spec#0")
+    (drift,) = [n for n in v.notes if "measured twice" in n]
+    assert "64 (+33." in drift and "16 (" not in drift and "confirm" in drift
+    same = profile("spec#0", {1: 100, 4: 300, 16: 800, 64: 900}, role="tuned", seed=4)
+    assert not [n for n in verdict([stock, same], tuned="spec#0").notes if "measured twice" in n]
 
 
 def test_configurations_that_differ_only_in_k_give_a_dynamic_schedule():
