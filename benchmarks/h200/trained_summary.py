@@ -1,0 +1,81 @@
+"""Summarize issue 17's staged H200 study on the GPU pair (benchmarks/h200/trained_study.sh): the tuned
+baseline, each drafter's status, verified range and gain against tuned per level (interval and n),
+vLLM's acceptance per drafter and level, the output-equivalence checks, the policy, and where the GPU
+time went. The same fields as the CPU study's summary (benchmarks/trained_cpu_summary.py), for one run.
+
+    .venv/bin/python benchmarks/h200/trained_summary.py benchmarks/results/trained-h200
+
+Reads DIR/policy.json (`nova-search policy --format json`), DIR/study.json (`nova-search dump`) and
+DIR/study.db; writes DIR/summary.json and prints it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from trained_cpu_summary import acceptance, drafters, equivalence, ranges  # noqa: E402
+
+from nova_search.analysis.noise import compare  # noqa: E402
+
+STUDY = "trained-h200-speculative"
+
+
+def against(dump: dict, base: str, other: str, metric: str = "output_throughput") -> dict:
+    """``other`` against ``base`` per level on their own windows (unpaired, as the verdict compares
+    them without confirm): the difference, its 95 % interval and the verdict."""
+    trials = {t["key"]: t for t in dump["trials"]}
+    out = {}
+    for c, a in trials[base]["windows"].items():
+        b = trials[other]["windows"].get(c)
+        if b:
+            r = compare(
+                [w[metric] for w in a], [w[metric] for w in b], higher_is_better=True, confidence=0.95
+            )
+            ci = [round(r.ci.low, 1), round(r.ci.high, 1)] if r.ci else None
+            out[c] = {"diff_pct": round(r.diff_pct, 1), "ci": ci, "verdict": r.verdict}
+    return out
+
+
+def summarize(out: Path, study: str = STUDY) -> dict:
+    policy = json.loads((out / "policy.json").read_text())
+    dump = json.loads((out / "study.json").read_text())
+    gpu = dump["gpu_time_s"]
+    total = sum(gpu.values())
+    return {
+        "study": study,
+        "trials": {
+            state: sum(t["state"] == state for t in dump["trials"])
+            for state in ("COMPLETE", "PRUNED", "FAIL")
+        },
+        "tuned": policy["tuned"],
+        "tuned_vs_stock": policy["tuned_vs_stock"],
+        "drafters": drafters(policy),
+        "policy": ranges(policy),
+        "acceptance": acceptance(dump),
+        "equivalence": equivalence(out, study),
+        # the A/A test: stock and the tuned baseline are one configuration here, measured a trial apart;
+        # and each drafter against stock, the other measurement of that configuration
+        "same_config_twice": against(dump, policy["stock"], policy["tuned"]) if policy["stock"] else None,
+        "against_stock": {
+            t["key"]: against(dump, policy["stock"], t["key"])
+            for t in dump["trials"]
+            if policy["stock"] and t["state"] == "COMPLETE" and (t["config"] or {}).get("speculative")
+        },
+        "gpu_time_s": gpu,
+        "gpu_time_share": {k: round(v / total, 3) for k, v in gpu.items()} if total else None,
+    }
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    summary = summarize(out, sys.argv[2] if len(sys.argv) > 2 else STUDY)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
