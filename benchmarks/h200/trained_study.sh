@@ -9,7 +9,10 @@
 # (read with nproc there). A study continued in a later session needs the pair trained again: its plan
 # is seeded, and the report's key says whether it is the same build.
 set -uo pipefail
-export SPEC=studies/trained-h200-speculative.yaml W=/tmp/nova-trained CARRIED=.h200/trained-study.db
+# SPEC picks the study: the staged one (default), or studies/trained-h200-drafters.yaml, the drafter stage
+# alone, paired with the tuned baseline (for a session of its own: train, then 4 trials)
+export SPEC=${SPEC:-studies/trained-h200-speculative.yaml} W=/tmp/nova-trained
+export CARRIED=${CARRIED:-.h200/$(basename "$SPEC" .yaml).db}
 export EXTRA=.gpu/trained/report.json
 OUT=${OUT:-/tmp/nova-out}
 here=$(dirname "$0")
