@@ -19,30 +19,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trained_cpu_summary import acceptance, drafters, equivalence, ranges  # noqa: E402
 
-from nova_search.analysis.noise import compare  # noqa: E402
+from nova_search.analysis.verdict import level_gain  # noqa: E402
+from nova_search.api import load_results  # noqa: E402
+from nova_search.results.verdict import profile_of  # noqa: E402
 
 STUDY = "trained-h200-speculative"
 
 
-def against(dump: dict, base: str, other: str, metric: str = "output_throughput") -> dict:
-    """``other`` against ``base`` per level on their own windows (unpaired, as the verdict compares
-    them without confirm): the difference, its 95 % interval and the verdict."""
-    trials = {t["key"]: t for t in dump["trials"]}
+def against(results, base: str, other: str, metric: str = "output_throughput") -> dict:
+    """``other`` against ``base`` per level, compared as the verdict compares a drafter with tuned
+    (``verdict.level_gain``: on their pairs where they have them, else on their own windows): the
+    difference, its 95 % interval and the verdict."""
+    trials = {t.key: t for t in results.trials}
+    a, b = profile_of(trials[base]), profile_of(trials[other])
     out = {}
-    for c, a in trials[base]["windows"].items():
-        b = trials[other]["windows"].get(c)
-        if b:
-            r = compare(
-                [w[metric] for w in a], [w[metric] for w in b], higher_is_better=True, confidence=0.95
-            )
-            ci = [round(r.ci.low, 1), round(r.ci.high, 1)] if r.ci else None
-            out[c] = {"diff_pct": round(r.diff_pct, 1), "ci": ci, "verdict": r.verdict}
+    for lv in sorted(a.levels):
+        g = level_gain(a, b, lv, metric, higher_is_better=True, confidence=0.95)
+        if g is not None:
+            ci = [round(g.ci_low, 1), round(g.ci_high, 1)] if g.ci_low is not None else None
+            out[str(lv)] = {"diff_pct": round(g.diff_pct, 1), "ci": ci, "verdict": g.verdict}
     return out
 
 
 def summarize(out: Path, study: str = STUDY) -> dict:
     policy = json.loads((out / "policy.json").read_text())
     dump = json.loads((out / "study.json").read_text())
+    results = load_results(study, f"sqlite:///{out / 'study.db'}")
     gpu = dump["gpu_time_s"]
     total = sum(gpu.values())
     return {
@@ -59,9 +61,9 @@ def summarize(out: Path, study: str = STUDY) -> dict:
         "equivalence": equivalence(out, study),
         # the A/A test: stock and the tuned baseline are one configuration here, measured a trial apart;
         # and each drafter against stock, the other measurement of that configuration
-        "same_config_twice": against(dump, policy["stock"], policy["tuned"]) if policy["stock"] else None,
+        "same_config_twice": against(results, policy["stock"], policy["tuned"]) if policy["stock"] else None,
         "against_stock": {
-            t["key"]: against(dump, policy["stock"], t["key"])
+            t["key"]: against(results, policy["stock"], t["key"])
             for t in dump["trials"]
             if policy["stock"] and t["state"] == "COMPLETE" and (t["config"] or {}).get("speculative")
         },

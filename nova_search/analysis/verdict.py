@@ -277,10 +277,8 @@ def drafter_verdict(
         if best is not None:
             per_level.append(best)
     verified = [g for g in per_level if g.verified]
-    runs = verified_runs(per_level)
     pool = verified or [g for g in per_level if g.diff_pct is not None]
     top = max(pool, key=_gain_key) if pool else None
-    rng = next((r for r in runs if top and r[0] <= top.concurrency <= r[1]), None) if verified else None
     trade = tradeoffs(tuned, by_key[top.trial], top.concurrency) if top else ()
     flagged = [c.key for c in cands if c.equivalent is False]
     extra = f"; kept out (greedy output diverged): {', '.join(flagged)}" if flagged else ""
@@ -289,8 +287,10 @@ def drafter_verdict(
             f"verified better than tuned at concurrency {', '.join(str(g.concurrency) for g in verified)}"
             f"; best {top.diff_pct:+.1f} % at {top.concurrency} ({top.trial})" + extra  # type: ignore[union-attr]
         )
+        runs = verified_runs(per_level)
         if len(runs) > 1:
             reason += "; verified ranges " + ", ".join(f"{lo}–{hi}" for lo, hi in runs)
+        rng = next(r for r in runs if r[0] <= top.concurrency <= r[1])  # type: ignore[union-attr]
         return DrafterVerdict(method, "accepted", keys, tuple(per_level), rng, trade, reason, runs)
     few = [g for g in per_level if min(g.n_tuned, g.n_candidate) < MIN_SAMPLES]
     losses = [g for g in per_level if g.verdict == "verified_loss"]
