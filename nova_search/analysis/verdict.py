@@ -169,9 +169,12 @@ class PolicyRange:
     argv: tuple[str, ...]
     #: the measured levels this range rests on
     levels: tuple[int, ...]
+    #: the range's largest gain against tuned, the level it was measured at, and that level's own
+    #: interval (not an envelope over the range's levels: each level has its own, in the verdict)
     gain_pct: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    gain_level: int | None = None
 
 
 @dataclass(frozen=True)
@@ -361,10 +364,8 @@ def build_policy(
         following = runs[i + 1] if i + 1 < len(runs) else None
         top_c = following[1][0] - 1 if following is not None and following[0] is not None else hi
         p = profiles[key]
-        gains = [choice[lv] for lv in lvls]
-        top = max(gains, key=_gain_key)
-        low = min((g.ci_low for g in gains if g.ci_low is not None), default=None)
-        high = max((g.ci_high for g in gains if g.ci_high is not None), default=None)
+        top_level = max(lvls, key=lambda lv: _gain_key(choice[lv]))
+        top = choice[top_level]
         out.append(
             PolicyRange(
                 lo,
@@ -378,8 +379,9 @@ def build_policy(
                 p.argv,
                 tuple(lvls),
                 gain_pct=top.diff_pct,
-                ci_low=low,
-                ci_high=high,
+                ci_low=top.ci_low,
+                ci_high=top.ci_high,
+                gain_level=top_level,
             )
         )
         nxt = top_c + 1

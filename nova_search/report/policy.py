@@ -62,12 +62,14 @@ def policy_rows(v: Verdict) -> list[list[str]]:
     for r in v.policy:
         what = "tuned" if r.choice == "tuned" else f"{r.method} k={r.num_speculative_tokens}"
         ci = f" [{r.ci_low:+.1f}, {r.ci_high:+.1f}]" if r.ci_low is not None and r.ci_high is not None else ""
+        # a range of several levels shows its largest gain, with that level's own interval and name
+        at = f" at {r.gain_level}" if r.gain_level is not None and len(r.levels) > 1 else ""
         rows.append(
             [
                 _range(r),
                 what,
                 r.trial,
-                _pct(r.gain_pct) + ci if r.gain_pct is not None else "–",
+                _pct(r.gain_pct) + ci + at if r.gain_pct is not None else "–",
                 shlex.join(r.argv),
             ]
         )

@@ -8,7 +8,7 @@ import numpy as np
 
 from nova_search.analysis.verdict import Profile, build_verdict
 from nova_search.engine.config import EngineConfig
-from nova_search.report.policy import drafter_rows
+from nova_search.report.policy import drafter_rows, policy_rows
 
 LEVELS = (1, 4, 16, 64)
 BASE = {"kv_cache_dtype": "fp8", "max_num_seqs": 64, "speculative": None}
@@ -83,6 +83,15 @@ def test_speculation_that_wins_at_low_concurrency_and_loses_at_high_is_deployed_
     assert spec_range.trial == "spec#1" and spec_range.argv[-1] == "spec#1"
     assert spec_range.gain_pct is not None and spec_range.gain_pct > 25
     assert spec_range.ci_low is not None and spec_range.ci_low > 0
+    # the range quotes its largest gain with that level's own interval, not an envelope over levels
+    best = max(d.per_level[:2], key=lambda g: g.diff_pct)
+    assert spec_range.gain_level == best.concurrency
+    assert (spec_range.gain_pct, spec_range.ci_low, spec_range.ci_high) == (
+        best.diff_pct,
+        best.ci_low,
+        best.ci_high,
+    )
+    assert policy_rows(v)[0][3].endswith(f"at {best.concurrency}")
     assert v.policy[1].levels == (16, 64)
     # the gain is quoted against tuned; tuned vs stock is reported apart
     assert dict(v.tuned_vs_stock)[64] is not None and dict(v.tuned_vs_stock)[64] > 25
