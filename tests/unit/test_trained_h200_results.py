@@ -1,5 +1,5 @@
-"""The committed H200 study on the GPU pair (benchmarks/results/trained-h200, the staged study cut
-short after n-gram): its summary is what the summary script computes from the committed storage,
+"""The committed H200 studies on the GPU pair (benchmarks/results/trained-h200, the staged study cut
+short after n-gram; benchmarks/results/trained-h200-drafters, every drafter on the tuned stack): its summary is what the summary script computes from the committed storage,
 policy and dump; the verdict read from the storage now gives n-gram two verified ranges, not one span
 across its losses, and names the drift between two measurements of one configuration; the README
 quotes the summary's figures."""
@@ -65,4 +65,56 @@ def test_the_readme_quotes_the_summary() -> None:
     for c, a in SUMMARY["acceptance"]["speculative#1"]["per_level"].items():
         assert f"{a['acceptance_rate']:.2f} ({a['mean_acceptance_length']:.2f})" in readme, c
     gpu = SUMMARY["gpu_time_s"]
+    assert f"{sum(gpu.values()):.0f} s, of which windows {gpu['windows']:.0f} s" in readme
+
+
+# The drafter stage alone on the GPU pair (benchmarks/results/trained-h200-drafters): every drafter,
+# the draft model and the EAGLE-3 head on ABBA pairs with the tuned baseline asleep beside them.
+DRAFTERS = REPO / "benchmarks" / "results" / "trained-h200-drafters"
+DRAFTERS_STUDY = "trained-h200-drafters"
+DRAFTERS_SUMMARY = json.loads((DRAFTERS / "summary.json").read_text())
+
+
+def test_the_drafters_summary_is_the_committed_study() -> None:
+    assert _script().summarize(DRAFTERS, DRAFTERS_STUDY) == DRAFTERS_SUMMARY
+    assert DRAFTERS_SUMMARY["trials"] == {"COMPLETE": 4, "PRUNED": 0, "FAIL": 0}
+
+
+def test_every_drafter_is_judged_with_real_acceptance_and_the_tuned_output() -> None:
+    v = verdict_of(load_results(DRAFTERS_STUDY, f"sqlite:///{DRAFTERS / 'study.db'}"))
+    judged = {d.method: d for d in v.drafters}
+    assert set(judged) == {"draft_model", "eagle3", "ngram"}
+    assert judged["draft_model"].verified_ranges == ((256, 256),)
+    assert judged["draft_model"].per_level[0].verdict == "verified_loss"
+    assert judged["eagle3"].verified_ranges == ((1, 4), (256, 256))
+    assert judged["ngram"].verified_ranges == ((1, 1), (256, 256))
+    # the draft model and EAGLE-3 on 3 pairs a level; n-gram, a worker's first trial, alone
+    for method, n in (("draft_model", 3), ("eagle3", 3), ("ngram", 4)):
+        assert {(g.n_tuned, g.n_candidate) for g in judged[method].per_level} == {(n, n)}, method
+    assert [(r.min_concurrency, r.max_concurrency, r.method) for r in v.policy] == [
+        (1, 4, "eagle3"),
+        (5, 255, "none"),
+        (256, 256, "ngram"),
+        (257, None, "none"),
+    ]
+    # a range of two levels quotes its best level's own interval, not an envelope
+    eagle_range, best = v.policy[0], judged["eagle3"].per_level[1]
+    assert (eagle_range.gain_level, eagle_range.ci_low) == (4, best.ci_low)
+    for trial in DRAFTERS_SUMMARY["acceptance"].values():
+        assert all(a["acceptance_rate"] > 0.3 for a in trial["per_level"].values()), trial["method"]
+    assert {e["exact"] for e in DRAFTERS_SUMMARY["equivalence"].values()} == {"8/8"}
+
+
+def test_the_drafters_readme_quotes_the_summary() -> None:
+    readme = (DRAFTERS / "README.md").read_text()
+    for d in DRAFTERS_SUMMARY["drafters"].values():
+        for g in d["per_level"]:
+            assert f"{g['diff_pct']:+.1f} % [{g['ci_low']:+.1f}, {g['ci_high']:+.1f}]" in readme
+    for trial in DRAFTERS_SUMMARY["acceptance"].values():
+        quoted = " / ".join(
+            f"{a['acceptance_rate']:.2f} ({a['mean_acceptance_length']:.2f})"
+            for a in trial["per_level"].values()
+        )
+        assert quoted in readme, trial["method"]
+    gpu = DRAFTERS_SUMMARY["gpu_time_s"]
     assert f"{sum(gpu.values()):.0f} s, of which windows {gpu['windows']:.0f} s" in readme
