@@ -4,7 +4,8 @@ vLLM's acceptance per drafter and level, the output-equivalence checks, the poli
 time went. The same fields as the CPU study's summary (benchmarks/trained_cpu_summary.py), for one run.
 
     .venv/bin/python benchmarks/h200/trained_summary.py benchmarks/results/trained-h200
-    .venv/bin/python benchmarks/h200/trained_summary.py benchmarks/results/trained-h200-drafters trained-h200-drafters
+    .venv/bin/python benchmarks/h200/trained_summary.py \
+        benchmarks/results/trained-h200-drafters trained-h200-drafters
 
 Reads DIR/policy.json (`nova-search policy --format json`), DIR/study.json (`nova-search dump`) and
 DIR/study.db; writes DIR/summary.json and prints it.

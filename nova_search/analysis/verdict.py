@@ -121,6 +121,8 @@ class LevelGain:
     n_tuned: int
     n_candidate: int
     note: str = ""
+    #: judged on ABBA pairs against the tuned baseline (confirm), not on each side's own windows
+    paired: bool = False
 
     @property
     def verified(self) -> bool:
@@ -213,7 +215,8 @@ def level_gain(
 ) -> LevelGain | None:
     # ABBA pairs against the tuned baseline (confirm) first: same prompts, side by side in time
     a, b = cand.paired_samples(tuned.key, level, metric)
-    a, b = (a, b) if a and b else (tuned.samples(level, metric), cand.samples(level, metric))
+    paired = bool(a and b)
+    a, b = (a, b) if paired else (tuned.samples(level, metric), cand.samples(level, metric))
     if not a or not b:
         return None
     c = compare(a, b, higher_is_better=higher_is_better, confidence=confidence)
@@ -227,6 +230,7 @@ def level_gain(
         n_tuned=c.n_a,
         n_candidate=c.n_b,
         note=c.note,
+        paired=paired,
     )
 
 
@@ -457,6 +461,12 @@ def build_verdict(
         drafter_verdict(m, tuned_p, cs, levels, metric, higher_is_better, confidence)
         for m, cs in sorted(methods.items())
     )
+    gains = [g for d in drafters for g in d.per_level]
+    if any(g.paired for g in gains) and (alone := sorted({g.trial for g in gains if not g.paired})):
+        notes.append(
+            f"{', '.join(alone)} judged on unpaired windows (no ABBA pairs against {tuned_p.key}, unlike "
+            "the others): their gains also carry the drift between servers and over time that pairs remove"
+        )
     if not drafters:
         notes.append("no speculative trial completed: the policy is the tuned configuration")
     elif not any(d.status == "accepted" for d in drafters):

@@ -1,8 +1,8 @@
-"""The committed H200 studies on the GPU pair (benchmarks/results/trained-h200, the staged study cut
-short after n-gram; benchmarks/results/trained-h200-drafters, every drafter on the tuned stack): its summary is what the summary script computes from the committed storage,
-policy and dump; the verdict read from the storage now gives n-gram two verified ranges, not one span
-across its losses, and names the drift between two measurements of one configuration; the README
-quotes the summary's figures."""
+"""The committed H200 studies on the GPU pair: benchmarks/results/trained-h200 (the staged study cut
+short after n-gram) and benchmarks/results/trained-h200-drafters (every drafter on the tuned stack).
+Each summary is what the summary script computes from the committed storage, policy and dump; the
+verdict read from the storage gives n-gram two verified ranges, not one span across its losses, and
+names the drift between two measurements of one configuration; the READMEs quote the summaries."""
 
 from __future__ import annotations
 
@@ -91,6 +91,8 @@ def test_every_drafter_is_judged_with_real_acceptance_and_the_tuned_output() -> 
     # the draft model and EAGLE-3 on 3 pairs a level; n-gram, a worker's first trial, alone
     for method, n in (("draft_model", 3), ("eagle3", 3), ("ngram", 4)):
         assert {(g.n_tuned, g.n_candidate) for g in judged[method].per_level} == {(n, n)}, method
+        assert {g.paired for g in judged[method].per_level} == {method != "ngram"}, method
+    assert any(n.startswith("speculative#3 judged on unpaired windows") for n in v.notes)
     assert [(r.min_concurrency, r.max_concurrency, r.method) for r in v.policy] == [
         (1, 4, "eagle3"),
         (5, 255, "none"),

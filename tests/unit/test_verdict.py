@@ -286,3 +286,25 @@ def test_the_verdict_uses_the_pairs_with_the_tuned_baseline_when_a_candidate_has
     elsewhere = replace(cand, paired_with="spec#1", paired=paired)
     v = verdict([TUNED, elsewhere], tuned=TUNED.key)
     assert all(g.n_tuned == 5 and g.n_candidate == 1 for g in v.drafters[0].per_level)
+    assert not any(g.paired for g in v.drafters[0].per_level)
+    assert not any("unpaired" in n for n in v.notes)  # no drafter paired: nothing to set apart
+
+
+def test_a_drafter_judged_without_pairs_beside_paired_ones_is_named():
+    lead = {1: 100.0, 4: 300.0, 16: 800.0, 64: 1200.0}
+    paired = {
+        lv: (
+            tuple({"output_throughput": v * m} for m in (1.0, 1.01, 0.99)),
+            tuple({"output_throughput": v * 1.3 * m} for m in (1.0, 1.01, 0.99)),
+        )
+        for lv, v in lead.items()
+    }
+    eagle = profile("spec#1", {1: 130, 4: 390, 16: 1040, 64: 1560}, method="eagle3", k=3, seed=2)
+    eagle = replace(eagle, paired_with=TUNED.key, paired=paired)
+    ngram = profile("spec#2", {1: 130, 4: 390, 16: 1040, 64: 1560}, method="ngram", k=3, seed=3)
+    v = verdict([TUNED, eagle, ngram], tuned=TUNED.key)
+    judged = {d.method: d for d in v.drafters}
+    assert all(g.paired for g in judged["eagle3"].per_level)
+    assert not any(g.paired for g in judged["ngram"].per_level)
+    (note,) = [n for n in v.notes if "unpaired" in n]
+    assert note.startswith("spec#2 judged on unpaired windows") and "spec#1" not in note
