@@ -11,7 +11,9 @@ separate or the cap is reached.
   objective (in the speculative stage: the tuned baseline). It stays up between trials, asleep in
   vLLM's sleep mode on a GPU (``park: sleep``; a switch costs about a second, not a boot), or awake
   beside the trial on the CPU build (``park: keep``). A trial with no leader on its slot (the first
-  one, the tuned baseline of a speculative stage) is confirmed alone: ``min_pairs`` more windows.
+  one, the tuned baseline of a speculative stage) is confirmed alone: ``min_pairs`` more windows;
+  but a drafter trial that is its worker's first boots the stage's finished tuned baseline as the
+  leader first (``trial._adopt_tuned``), so every drafter is judged on pairs.
 - **ABBA.** Pair k runs, at each confirmed level, one window of each server on the same prompts
   (a seed of the pair and the trial), the leader first when k is even, the trial first when odd, so
   drift on the machine falls on both alike. After ``min_pairs`` pairs, and after each one more, the

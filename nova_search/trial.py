@@ -42,7 +42,7 @@ from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import chunk_rate
 from nova_search.loadgen.reference import collect_outputs, reference_prompts
-from nova_search.loadgen.workload import level_seed, prompt_source
+from nova_search.loadgen.workload import JsonlSource, level_seed, prompt_source
 from nova_search.metrics import LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.placement import server_gpus
 from nova_search.space import Facts, baseline_config, incompatibilities, sample, with_graph_sizes
@@ -184,7 +184,9 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     kept, confirmed = False, ""  # the server stays up as the slot's leader (confirm), and what it did
     ctx.servers.add(server)
     try:
+        adopted = _adopt_tuned(trial, ctx, timing)
         room = ctx.residency.make_room(ctx, config) if ctx.residency is not None else None
+        room = "; ".join(x for x in (adopted, room) if x) or None
         ctx.reporter.phase(trial.number, "booting")
         server.start()
         server.wait_ready()
@@ -277,6 +279,9 @@ def _measure(
     levels: list[LevelResult] = []
     by_level: dict[int, list[LevelResult]] = {}
     warnings: list[str] = []
+    # a JSONL workload's records come round again on a server that sends more requests than it has
+    records = len(source.items) if isinstance(source, JsonlSource) else None
+    sent = 0
     measured = 0.0
     origin: float | None = None
     expected: float | None = None  # the next level's chunk rate, scaled from the last one's
@@ -317,6 +322,16 @@ def _measure(
                 f"server's: {level.client_note}"
             )
             ctx.reporter.phase(trial.number, "warning: " + warnings[-1])
+        sent += sum(w.requests for w in windows)
+        if records is not None and sent > records:
+            hit = level.prefix_cache_hit_rate
+            warnings.append(
+                f"concurrency {c}: the workload's {records} records came round again ({sent} requests "
+                "measured on this server so far): a repeated prompt can be a prefix cache hit, and its TTFT "
+                "a hit's" + (f" ({hit:.0%} of prompt tokens hit here)" if hit is not None else "")
+            )
+            ctx.reporter.phase(trial.number, "warning: " + warnings[-1])
+            records = None  # once a trial
         ctx.sink.record(
             trial=trial,
             level=level,
@@ -383,6 +398,56 @@ def _stop_early(trial: optuna.Trial, ctx: TrialContext, levels: list[LevelResult
         return
     _record_failure(trial, ctx, stop.reason, stop.message, None, "PRUNED")
     raise optuna.TrialPruned(stop.message)
+
+
+def _adopt_tuned(trial: optuna.Trial, ctx: TrialContext, timing: dict[str, float]) -> str | None:
+    """A drafter trial of the speculative stage on a slot with no leader (its worker's first: another
+    worker, or an earlier run, measured the tuned baseline) boots that finished baseline, as it ran,
+    and keeps it as the slot's leader, so the drafter is judged on ABBA pairs with it like the rest.
+    Its boot counts as boot time (``timing["leader_boot_s"]``). A note of what happened, or None."""
+    r = ctx.residency
+    if r is None or r.leader is not None or ctx.stage != "speculative":
+        return None
+    if schema.ROLE.read(trial.user_attrs) == "tuned":
+        return None
+    done = retrying(
+        lambda: trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
+        ctx.storage_retry_s,
+        "read the tuned baseline from",
+    )
+    tuned = next((t for t in done if schema.ROLE.read(t.user_attrs) == "tuned" and t.values), None)
+    config = schema.CONFIG.read(tuned.user_attrs) if tuned is not None else None
+    if tuned is None or config is None:
+        return None
+    plan = build_launch(
+        ctx.spec.engine,
+        ctx.spec.model,
+        config,
+        port=free_port(ctx.spec.engine.host),
+        api_key=new_api_key(),
+        gpus=server_gpus(ctx.gpus, config),
+        sleep_mode=r.mode == "sleep",
+    )
+    log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "leader-server.log"
+    spec = ctx.spec.engine
+    server = Server(plan, log_path, boot_timeout_s=spec.boot_timeout_s, stop_timeout_s=spec.stop_timeout_s)
+    ctx.servers.add(server)
+    ctx.reporter.phase(trial.number, f"booting the tuned baseline #{tuned.number} as the leader")
+    try:
+        server.start()
+        server.wait_ready()
+    except TrialFailure as e:
+        server.stop()
+        ctx.servers.discard(server)
+        return f"the tuned baseline #{tuned.number} did not boot as the leader ({e.reason}): confirmed alone"
+    finally:
+        timing["leader_boot_s"] = server.boot_s or 0.0
+    ctx.servers.discard(server)  # offer() adds it back as the leader's
+    kept, note = r.offer(ctx, tuned.number, server, float(tuned.values[0]), "tuned", asleep=False)
+    if not kept:  # the host cannot hold a sleeper's weights beside the trial
+        server.stop()
+        return note
+    return f"tuned baseline #{tuned.number} booted as the leader"
 
 
 def _record_failure(

@@ -2,10 +2,11 @@
 never came up, and the rest (reference outputs, warmups, pauses between windows, teardown).
 
 Each launched trial stores ``schema.TIMING``: ``boot_s`` (launch to healthy; absent when the server
-never came up), ``measure_s`` (the sum of its measurement windows) and ``total_s`` (launch to
-teardown). A trial's seconds count once per GPU its server held (``EngineConfig.gpus``: tensor
-parallel size). A trial pruned before launch holds no GPU and counts nothing. For a study on vLLM's
-CPU build (``engine.device: cpu``) the same split is called engine time; ``GpuTime.label`` says which.
+never came up; ``leader_boot_s`` besides where it booted the tuned baseline as its leader),
+``measure_s`` (the sum of its measurement windows) and ``total_s`` (launch to teardown). A trial's
+seconds count once per GPU its server held (``EngineConfig.gpus``: tensor parallel size). A trial
+pruned before launch holds no GPU and counts nothing. For a study on vLLM's CPU build
+(``engine.device: cpu``) the same split is called engine time; ``GpuTime.label`` says which.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def trial_gpu_time(t: TrialResult) -> dict[str, float]:
     if "boot_s" not in t.timing:
         out["failed_boot"] = total * gpus
         return out
-    boot = min(t.timing["boot_s"], total)
+    # a trial that booted the tuned baseline as its slot's leader (trial._adopt_tuned) booted twice
+    boot = min(t.timing["boot_s"] + t.timing.get("leader_boot_s", 0.0), total)
     windows = min(t.timing.get("measure_s", 0.0), total - boot)
     out.update(windows=windows * gpus, boot=boot * gpus, other=(total - boot - windows) * gpus)
     return out

@@ -51,3 +51,48 @@ def test_a_trial_near_the_front_is_paired_with_the_leader_on_the_real_engine(
     assert len(windows[2]) == 3 and 1 not in windows  # level 1 was not confirmed: one window
     assert "--enable-sleep-mode" not in schema.ARGV.read(searched.user_attrs)
     assert vllm_processes() <= before  # the leader went with the worker
+
+
+def test_a_workers_first_drafter_trial_pairs_with_the_tuned_baseline_it_boots(
+    engine_python, tiny_model, tmp_path
+):
+    """The tuned baseline measured by one worker (--max-trials 1); the next worker's first drafter
+    trial boots that baseline beside it as the leader and is paired with it on the real engine."""
+    before = vllm_processes()
+    raw = tiny_spec(
+        tiny_model,
+        name="adopt-engine",
+        stages=["speculative"],
+        tuned={"max_num_seqs": 4},
+        space={
+            "speculative": {
+                "method": {"choices": ["ngram"]},
+                "num_speculative_tokens": 2,
+                "prompt_lookup_min": 2,
+                "prompt_lookup_max": 3,
+            }
+        },
+        budget={"n_trials": 2},
+        confirm={"min_pairs": 2, "max_pairs": 2, "levels": [2]},
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    url = f"sqlite:///{tmp_path}/s.db"
+    env = {"NOVA_ENGINE_PYTHON": engine_python}
+    art = str(tmp_path / "art")
+    assert nova("create", str(spec), "--storage", url, env=env).returncode == 0
+    for more in (["--max-trials", "1"], []):
+        r = nova(
+            "worker", "adopt-engine", "--storage", url, "--artifacts-dir", art, *more, env=env, timeout=900
+        )
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "booted as the leader" in r.stdout
+    tuned, drafter = optuna.load_study(study_name="adopt-engine.speculative", storage=url).get_trials()
+    assert schema.ROLE.read(tuned.user_attrs) == "tuned"
+    assert drafter.state == optuna.trial.TrialState.COMPLETE
+    paired = schema.PAIRED.read(drafter.user_attrs)
+    assert paired is not None and paired.leader == tuned.number and paired.pairs == 2
+    lead, mine = paired.levels[2]
+    assert len(lead) == len(mine) == 2 and all(w["output_throughput"] > 0 for w in (*lead, *mine))
+    assert schema.TIMING.read(drafter.user_attrs)["leader_boot_s"] > 0
+    assert vllm_processes() <= before  # the adopted leader went with the worker

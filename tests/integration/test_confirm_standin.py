@@ -22,6 +22,14 @@ from tests.support.specs import fake_spec_dict, minimal_spec_dict
 pytestmark = pytest.mark.slow
 
 COMPLETE = optuna.trial.TrialState.COMPLETE
+#: the drafter and the sweep of the speculative-stage tests
+NGRAM = {
+    "method": {"choices": ["ngram"]},
+    "num_speculative_tokens": {"low": 2, "high": 4},
+    "prompt_lookup_min": 2,
+    "prompt_lookup_max": 3,
+}
+PAIR_SWEEP = {"concurrency": [2], "requests": 6, "warmup_requests": 1}
 
 
 def _run(tmp_path, raw: dict, env: dict[str, str]) -> str:
@@ -116,14 +124,9 @@ def test_the_verdict_judges_candidates_on_their_pairs_with_the_tuned_baseline(tm
         stages=["tune", "speculative"],
         space={
             "max_num_seqs": {"low": 2, "high": 64, "log": True},
-            "speculative": {
-                "method": {"choices": ["ngram"]},
-                "num_speculative_tokens": {"low": 2, "high": 4},
-                "prompt_lookup_min": 2,
-                "prompt_lookup_max": 3,
-            },
+            "speculative": NGRAM,
         },
-        sweep={"concurrency": [2], "requests": 6, "warmup_requests": 1},
+        sweep=PAIR_SWEEP,
         budget={"n_trials": 2, "per_stage": {"tune": 2, "speculative": 3}},
         confirm={"min_pairs": 3, "max_pairs": 3, "park": "keep"},
     )
@@ -139,3 +142,40 @@ def test_the_verdict_judges_candidates_on_their_pairs_with_the_tuned_baseline(tm
     gains = list(drafter.per_level)
     assert gains and all(g.n_tuned == 3 and g.n_candidate == 3 for g in gains)  # the pairs, not every window
     assert drafter.status in ("accepted", "rejected")  # n >= 3 on both sides: the verdict can judge
+
+
+def test_a_workers_first_drafter_trial_boots_the_tuned_baseline_as_its_leader(tmp_path):
+    """One worker measures the tuned baseline and stops (--max-trials 1); the next worker's first
+    drafter trial has no leader on its slot, so it boots the finished baseline, as it ran, and is
+    judged on pairs with it like the drafter after it."""
+    raw = minimal_spec_dict(
+        name="adopt",
+        stages=["speculative"],
+        tuned={"max_num_seqs": 8},
+        space={"speculative": NGRAM},
+        sweep=PAIR_SWEEP,
+        budget={"n_trials": 3},
+        confirm={"min_pairs": 3, "max_pairs": 3, "park": "keep"},
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    url = f"sqlite:///{tmp_path}/s.db"
+    nova_ok("create", str(spec), "--storage", url)
+    art = str(tmp_path / "art")
+    nova_ok("worker", "adopt", "--storage", url, "--artifacts-dir", art, "--max-trials", "1")
+    out = nova_ok("worker", "adopt", "--storage", url, "--artifacts-dir", art)
+    assert "booted as the leader" in out
+
+    results = load_results("adopt", url)
+    tuned = next(t for t in results.trials if t.role == "tuned")
+    drafters = [t for t in results.trials if t.role != "tuned"]
+    assert len(drafters) == 2 and all(t.state == "COMPLETE" for t in drafters)
+    assert all(t.paired is not None and t.paired.leader == tuned.number for t in drafters)
+    first = min(drafters, key=lambda t: t.number)
+    assert first.timing["leader_boot_s"] > 0  # counted as boot time
+    assert (
+        tmp_path / "art" / "adopt.speculative" / f"trial-{first.number:04d}" / "leader-server.log"
+    ).exists()
+    (drafter,) = verdict_of(results).drafters
+    assert all(g.paired and g.n_tuned == 3 for g in drafter.per_level)
+    assert not any("unpaired" in n for n in verdict_of(results).notes)

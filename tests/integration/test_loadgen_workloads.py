@@ -281,3 +281,31 @@ def test_jsonl_conversations_reach_the_server(standin, tiny_model: Path, tmp_pat
         else:
             assert st.chat_requests == 0
             assert [rec["prompt"] for rec in st.prompts] == [list(p.token_ids) for p in prompts]
+
+
+def test_a_trial_that_uses_up_its_jsonl_records_says_so(tiny_model: Path, tmp_path: Path) -> None:
+    """3 records, 8 requests a level: from the first level on, prompts repeat on the server, which
+    a prefix cache answers from the cache; the trial carries a warning that says so, once."""
+    import optuna
+    import yaml
+
+    from nova_search import schema
+    from tests.support.cli import nova_ok
+    from tests.support.specs import minimal_spec_dict
+
+    path = tmp_path / "three.jsonl"
+    rows = ({"messages": [{"role": "user", "content": f"record {i}: " + "text " * 20}]} for i in range(3))
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    raw = minimal_spec_dict(
+        name="jsonl-round",
+        workload={"kind": "jsonl", "path": str(path), "tokenizer": str(tiny_model), "output_len": 8},
+        sweep={"concurrency": [1, 2], "requests": 8},
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    url = f"sqlite:///{tmp_path}/s.db"
+    nova_ok("run", str(spec), "--storage", url, "--artifacts-dir", str(tmp_path / "art"))
+    (t,) = optuna.load_study(study_name="jsonl-round", storage=url).get_trials()
+    warnings = [w for w in schema.WARNINGS.read(t.user_attrs) or () if "came round again" in w]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("concurrency 1: the workload's 3 records came round again (8 requests")

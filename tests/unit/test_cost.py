@@ -40,6 +40,10 @@ def test_each_trial_counts_its_windows_boot_and_the_rest_once_per_gpu() -> None:
     assert trial_gpu_time(failed) == {"windows": 0.0, "boot": 0.0, "failed_boot": 95.0, "other": 0.0}
     # pruned before launch: held no GPU
     assert set(trial_gpu_time(trial(3, state="PRUNED")).values()) == {0.0}
+    # a drafter that booted the tuned baseline as its leader first: both boots are boot time
+    adopted = trial(4, timing={"boot_s": 80.0, "leader_boot_s": 70.0, "measure_s": 30.0, "total_s": 200.0})
+    split = trial_gpu_time(adopted)
+    assert split["boot"] == 150.0 and split["other"] == pytest.approx(20.0)
 
 
 def test_the_study_split_and_the_gpu_hours_per_trial_on_the_front() -> None:
