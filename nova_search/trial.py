@@ -160,17 +160,10 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         ctx.reporter.trial_finished(trial.number, "PRUNED", "; ".join(problems))
         raise optuna.TrialPruned("incompatible: " + "; ".join(problems))
 
-    plan = build_launch(
-        spec.engine,
-        spec.model,
-        config,
-        port=free_port(spec.engine.host),
-        api_key=new_api_key(),
-        gpus=ctx.gpus,
-        sleep_mode=park_mode(spec) == "sleep",
-    )
-    _set(trial, ctx, schema.ARGV, plan.argv)
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "server.log"
+    server = _server(ctx, config, ctx.gpus, log_path)
+    plan = server.plan
+    _set(trial, ctx, schema.ARGV, plan.argv)
     requests_path = log_path.with_name(REQUESTS_FILE)
     requests_path.unlink(missing_ok=True)  # a study of the same name run before in this folder
     leader_requests = requests_path.with_name(LEADER_REQUESTS_FILE)  # the leader's side of its pairs
@@ -178,15 +171,11 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     _set(trial, ctx, schema.SERVER_LOG, str(log_path))
     timing: dict[str, float] = {}
     levels: list[LevelResult] = []
-    server = Server(
-        plan, log_path, boot_timeout_s=spec.engine.boot_timeout_s, stop_timeout_s=spec.engine.stop_timeout_s
-    )
     kept, confirmed = False, ""  # the server stays up as the slot's leader (confirm), and what it did
     ctx.servers.add(server)
     try:
         adopted = _adopt_tuned(trial, ctx, timing)
         room = ctx.residency.make_room(ctx, config) if ctx.residency is not None else None
-        room = "; ".join(x for x in (adopted, room) if x) or None
         ctx.reporter.phase(trial.number, "booting")
         server.start()
         server.wait_ready()
@@ -218,7 +207,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         kept, confirmed = follow_up(
             trial, ctx, ctx.residency, server, by_level, requests_path, timing, record_level
         )
-        confirmed = "; ".join(x for x in (room, confirmed) if x)
+        confirmed = "; ".join(x for x in (adopted, room, confirmed) if x)
         levels = [combine_repeats(ws) for ws in by_level.values()]
         _saturation(trial, ctx, by_level)
     except TrialFailure as e:
@@ -400,6 +389,24 @@ def _stop_early(trial: optuna.Trial, ctx: TrialContext, levels: list[LevelResult
     raise optuna.TrialPruned(stop.message)
 
 
+def _server(ctx: TrialContext, config: EngineConfig, gpus: tuple[int, ...], log_path: Path) -> Server:
+    """A server for ``config`` on ``gpus`` (not started): loopback, a free port, a fresh API key, and
+    vLLM's sleep mode where the slot's leader sleeps (confirm)."""
+    spec = ctx.spec
+    plan = build_launch(
+        spec.engine,
+        spec.model,
+        config,
+        port=free_port(spec.engine.host),
+        api_key=new_api_key(),
+        gpus=gpus,
+        sleep_mode=park_mode(spec) == "sleep",
+    )
+    return Server(
+        plan, log_path, boot_timeout_s=spec.engine.boot_timeout_s, stop_timeout_s=spec.engine.stop_timeout_s
+    )
+
+
 def _adopt_tuned(trial: optuna.Trial, ctx: TrialContext, timing: dict[str, float]) -> str | None:
     """A drafter trial of the speculative stage on a slot with no leader (its worker's first: another
     worker, or an earlier run, measured the tuned baseline) boots that finished baseline, as it ran,
@@ -419,18 +426,8 @@ def _adopt_tuned(trial: optuna.Trial, ctx: TrialContext, timing: dict[str, float
     config = schema.CONFIG.read(tuned.user_attrs) if tuned is not None else None
     if tuned is None or config is None:
         return None
-    plan = build_launch(
-        ctx.spec.engine,
-        ctx.spec.model,
-        config,
-        port=free_port(ctx.spec.engine.host),
-        api_key=new_api_key(),
-        gpus=server_gpus(ctx.gpus, config),
-        sleep_mode=r.mode == "sleep",
-    )
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "leader-server.log"
-    spec = ctx.spec.engine
-    server = Server(plan, log_path, boot_timeout_s=spec.boot_timeout_s, stop_timeout_s=spec.stop_timeout_s)
+    server = _server(ctx, config, server_gpus(ctx.gpus, config), log_path)
     ctx.servers.add(server)
     ctx.reporter.phase(trial.number, f"booting the tuned baseline #{tuned.number} as the leader")
     try:
@@ -442,10 +439,10 @@ def _adopt_tuned(trial: optuna.Trial, ctx: TrialContext, timing: dict[str, float
         return f"the tuned baseline #{tuned.number} did not boot as the leader ({e.reason}): confirmed alone"
     finally:
         timing["leader_boot_s"] = server.boot_s or 0.0
-    ctx.servers.discard(server)  # offer() adds it back as the leader's
     kept, note = r.offer(ctx, tuned.number, server, float(tuned.values[0]), "tuned", asleep=False)
     if not kept:  # the host cannot hold a sleeper's weights beside the trial
         server.stop()
+        ctx.servers.discard(server)
         return note
     return f"tuned baseline #{tuned.number} booted as the leader"
 

@@ -266,17 +266,24 @@ def test_without_a_tuned_baseline_there_is_no_verdict():
     assert v.stock == "tune#0" and "nothing to compare against" in v.notes[0]
 
 
-def test_the_verdict_uses_the_pairs_with_the_tuned_baseline_when_a_candidate_has_them():
-    # every window of the candidate is a 30 % gain but noisy; its pairs with tuned say 5 %, tightly
-    cand = profile("spec#2", {1: 130, 4: 390, 16: 1040, 64: 1560}, method="ngram", k=3, windows=1, seed=2)
-    lead = {1: 100.0, 4: 300.0, 16: 800.0, 64: 1200.0}
-    paired = {
+LEAD = {1: 100.0, 4: 300.0, 16: 800.0, 64: 1200.0}
+
+
+def pairs_against(lead: dict[int, float], ratio: float) -> dict:
+    """3 ABBA pairs a level: the tuned side at ``lead``, the candidate at ``ratio`` times it, 1 % apart."""
+    return {
         lv: (
             tuple({"output_throughput": v * m} for m in (1.0, 1.01, 0.99)),
-            tuple({"output_throughput": v * 1.05 * m} for m in (1.0, 1.01, 0.99)),
+            tuple({"output_throughput": v * ratio * m} for m in (1.0, 1.01, 0.99)),
         )
         for lv, v in lead.items()
     }
+
+
+def test_the_verdict_uses_the_pairs_with_the_tuned_baseline_when_a_candidate_has_them():
+    # every window of the candidate is a 30 % gain but noisy; its pairs with tuned say 5 %, tightly
+    cand = profile("spec#2", {1: 130, 4: 390, 16: 1040, 64: 1560}, method="ngram", k=3, windows=1, seed=2)
+    paired = pairs_against(LEAD, 1.05)
     with_pairs = replace(cand, paired_with=TUNED.key, paired=paired)
     v = verdict([TUNED, with_pairs], tuned=TUNED.key)
     gains = v.drafters[0].per_level
@@ -291,14 +298,7 @@ def test_the_verdict_uses_the_pairs_with_the_tuned_baseline_when_a_candidate_has
 
 
 def test_a_drafter_judged_without_pairs_beside_paired_ones_is_named():
-    lead = {1: 100.0, 4: 300.0, 16: 800.0, 64: 1200.0}
-    paired = {
-        lv: (
-            tuple({"output_throughput": v * m} for m in (1.0, 1.01, 0.99)),
-            tuple({"output_throughput": v * 1.3 * m} for m in (1.0, 1.01, 0.99)),
-        )
-        for lv, v in lead.items()
-    }
+    paired = pairs_against(LEAD, 1.3)
     eagle = profile("spec#1", {1: 130, 4: 390, 16: 1040, 64: 1560}, method="eagle3", k=3, seed=2)
     eagle = replace(eagle, paired_with=TUNED.key, paired=paired)
     ngram = profile("spec#2", {1: 130, 4: 390, 16: 1040, 64: 1560}, method="ngram", k=3, seed=3)
