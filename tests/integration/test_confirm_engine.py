@@ -1,6 +1,8 @@
-"""Confirmation on the real engine (vLLM's CPU build, the tiny model): the CPU build has no sleep mode,
-so the leader waits awake beside the trial (park: auto -> keep); the trial near the front is measured
-again in ABBA pairs against it, and no server outlives the worker."""
+"""Confirmation on the real engine (vLLM's CPU build, the tiny model), in one staged study: the tuned
+baseline measured by one worker (--max-trials 1); the next worker's first drafter trial boots that
+baseline beside it as the leader and is measured again in ABBA pairs against it. The CPU build has no
+sleep mode, so the leader waits awake beside the trial (park: auto -> keep), and no server outlives the
+worker. (The tune stage confirms against its best trial by the same code: test_confirm_standin.)"""
 
 from __future__ import annotations
 
@@ -16,48 +18,9 @@ from tests.support.workers import vllm_processes
 pytestmark = pytest.mark.slow
 
 
-def test_a_trial_near_the_front_is_paired_with_the_leader_on_the_real_engine(
+def test_a_workers_first_drafter_trial_is_paired_with_the_tuned_baseline_it_boots(
     engine_python, tiny_model, tmp_path
 ):
-    before = vllm_processes()
-    raw = tiny_spec(
-        tiny_model,
-        name="confirm-engine",
-        budget={"n_trials": 2},
-        # one knob, two values both near the front: the second trial is confirmed against the stock one
-        space={"max_num_seqs": 4},
-        confirm={"min_pairs": 2, "max_pairs": 2, "levels": [2], "near": 1.0},
-    )
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump(raw))
-    url = f"sqlite:///{tmp_path}/s.db"
-    r = nova(
-        "run", str(spec), "--storage", url, "--artifacts-dir", str(tmp_path / "art"),
-        env={"NOVA_ENGINE_PYTHON": engine_python}, timeout=900,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    stock, searched = optuna.load_study(study_name="confirm-engine", storage=url).get_trials()
-    assert stock.state == searched.state == optuna.trial.TrialState.COMPLETE
-
-    alone = schema.PAIRED.read(stock.user_attrs)
-    assert alone is not None and alone.leader is None and alone.pairs == 2
-    paired = schema.PAIRED.read(searched.user_attrs)
-    assert paired is not None and paired.leader == stock.number and paired.park == "keep"
-    assert paired.pairs == 2 and paired.stopped == "cap" and set(paired.levels) == {2}
-    lead, mine = paired.levels[2]
-    assert len(lead) == len(mine) == 2
-    assert all(w["output_throughput"] > 0 for w in (*lead, *mine))
-    windows = schema.REPEATS.read(searched.user_attrs)
-    assert len(windows[2]) == 3 and 1 not in windows  # level 1 was not confirmed: one window
-    assert "--enable-sleep-mode" not in schema.ARGV.read(searched.user_attrs)
-    assert vllm_processes() <= before  # the leader went with the worker
-
-
-def test_a_workers_first_drafter_trial_pairs_with_the_tuned_baseline_it_boots(
-    engine_python, tiny_model, tmp_path
-):
-    """The tuned baseline measured by one worker (--max-trials 1); the next worker's first drafter
-    trial boots that baseline beside it as the leader and is paired with it on the real engine."""
     before = vllm_processes()
     raw = tiny_spec(
         tiny_model,
@@ -89,10 +52,17 @@ def test_a_workers_first_drafter_trial_pairs_with_the_tuned_baseline_it_boots(
     assert "booted as the leader" in r.stdout
     tuned, drafter = optuna.load_study(study_name="adopt-engine.speculative", storage=url).get_trials()
     assert schema.ROLE.read(tuned.user_attrs) == "tuned"
-    assert drafter.state == optuna.trial.TrialState.COMPLETE
+    assert tuned.state == drafter.state == optuna.trial.TrialState.COMPLETE
+
+    alone = schema.PAIRED.read(tuned.user_attrs)  # the first trial: no leader to pair with
+    assert alone is None or alone.leader is None
     paired = schema.PAIRED.read(drafter.user_attrs)
-    assert paired is not None and paired.leader == tuned.number and paired.pairs == 2
+    assert paired is not None and paired.leader == tuned.number and paired.park == "keep"
+    assert paired.pairs == 2 and paired.stopped == "cap" and set(paired.levels) == {2}
     lead, mine = paired.levels[2]
     assert len(lead) == len(mine) == 2 and all(w["output_throughput"] > 0 for w in (*lead, *mine))
+    windows = schema.REPEATS.read(drafter.user_attrs)
+    assert len(windows[2]) == 3 and 1 not in windows  # level 1 was not confirmed: one window
+    assert "--enable-sleep-mode" not in schema.ARGV.read(drafter.user_attrs)
     assert schema.TIMING.read(drafter.user_attrs)["leader_boot_s"] > 0
     assert vllm_processes() <= before  # the adopted leader went with the worker
