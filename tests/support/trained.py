@@ -84,3 +84,32 @@ def greedy(
     with serve(spec, log, speculative, extra) as server:
         out = collect_outputs(Target(server.base_url, served_name(spec.model), server.api_key), prompts)
         return out, acceptance(server)
+
+
+def h200_summary_script():
+    """benchmarks/h200/trained_summary.py as a module: its ``summarize(DIR, STUDY)`` over a committed
+    H200 speculative study's folder (storage, dump, policy)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "trained_h200_summary", REPO / "benchmarks" / "h200" / "trained_summary.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def assert_readme_quotes_summary(readme: str, summary: dict) -> None:
+    """A committed H200 study's README quotes its summary: every gain with its interval, every
+    drafter's acceptance per level, and the GPU time with its windows."""
+    for d in summary["drafters"].values():
+        for g in d["per_level"]:
+            assert f"{g['diff_pct']:+.1f} % [{g['ci_low']:+.1f}, {g['ci_high']:+.1f}]" in readme
+    for trial in summary["acceptance"].values():
+        quoted = " / ".join(
+            f"{a['acceptance_rate']:.2f} ({a['mean_acceptance_length']:.2f})"
+            for a in trial["per_level"].values()
+        )
+        assert quoted in readme, trial["method"]
+    gpu = summary["gpu_time_s"]
+    assert f"{sum(gpu.values()):.0f} s, of which windows {gpu['windows']:.0f} s" in readme

@@ -5,28 +5,19 @@ verified losses, and the README quotes the summary."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 from nova_search.api import load_results, verdict_of
 from tests.support import REPO
+from tests.support.trained import assert_readme_quotes_summary, h200_summary_script
 
 RESULTS = REPO / "benchmarks" / "results" / "h200-qwen3-8b-drafters"
 STUDY = "h200-qwen3-8b-drafters"
 SUMMARY = json.loads((RESULTS / "summary.json").read_text())
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "trained_h200_summary", REPO / "benchmarks" / "h200" / "trained_summary.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_summary_is_the_committed_study() -> None:
-    assert _script().summarize(RESULTS, STUDY) == SUMMARY
+    assert h200_summary_script().summarize(RESULTS, STUDY) == SUMMARY
     assert SUMMARY["trials"] == {"COMPLETE": 5, "PRUNED": 0, "FAIL": 0}
     assert SUMMARY["gpu_time_s"]["failed_boot"] == 0
 
@@ -51,15 +42,5 @@ def test_every_drafter_served_and_the_verdict_rejects_the_random_heads_on_their_
 
 def test_the_readme_quotes_the_summary() -> None:
     readme = (RESULTS / "README.md").read_text()
-    for d in SUMMARY["drafters"].values():
-        for g in d["per_level"]:
-            assert f"{g['diff_pct']:+.1f} % [{g['ci_low']:+.1f}, {g['ci_high']:+.1f}]" in readme
-    for trial in SUMMARY["acceptance"].values():
-        quoted = " / ".join(
-            f"{a['acceptance_rate']:.2f} ({a['mean_acceptance_length']:.2f})"
-            for a in trial["per_level"].values()
-        )
-        assert quoted in readme, trial["method"]
-    gpu = SUMMARY["gpu_time_s"]
-    assert f"{sum(gpu.values()):.0f} s, of which windows {gpu['windows']:.0f} s" in readme
+    assert_readme_quotes_summary(readme, SUMMARY)
     assert "that is no claim about n-gram" in readme

@@ -6,28 +6,19 @@ names the drift between two measurements of one configuration; the READMEs quote
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 from nova_search.api import load_results, verdict_of
 from tests.support import REPO
+from tests.support.trained import assert_readme_quotes_summary, h200_summary_script
 
 RESULTS = REPO / "benchmarks" / "results" / "trained-h200"
 STUDY = "trained-h200-speculative"
 SUMMARY = json.loads((RESULTS / "summary.json").read_text())
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "trained_h200_summary", REPO / "benchmarks" / "h200" / "trained_summary.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_summary_is_the_committed_study() -> None:
-    assert _script().summarize(RESULTS) == SUMMARY
+    assert h200_summary_script().summarize(RESULTS) == SUMMARY
     assert SUMMARY["trials"] == {"COMPLETE": 5, "PRUNED": 0, "FAIL": 0}
 
 
@@ -76,7 +67,7 @@ DRAFTERS_SUMMARY = json.loads((DRAFTERS / "summary.json").read_text())
 
 
 def test_the_drafters_summary_is_the_committed_study() -> None:
-    assert _script().summarize(DRAFTERS, DRAFTERS_STUDY) == DRAFTERS_SUMMARY
+    assert h200_summary_script().summarize(DRAFTERS, DRAFTERS_STUDY) == DRAFTERS_SUMMARY
     assert DRAFTERS_SUMMARY["trials"] == {"COMPLETE": 4, "PRUNED": 0, "FAIL": 0}
 
 
@@ -108,15 +99,4 @@ def test_every_drafter_is_judged_with_real_acceptance_and_the_tuned_output() -> 
 
 
 def test_the_drafters_readme_quotes_the_summary() -> None:
-    readme = (DRAFTERS / "README.md").read_text()
-    for d in DRAFTERS_SUMMARY["drafters"].values():
-        for g in d["per_level"]:
-            assert f"{g['diff_pct']:+.1f} % [{g['ci_low']:+.1f}, {g['ci_high']:+.1f}]" in readme
-    for trial in DRAFTERS_SUMMARY["acceptance"].values():
-        quoted = " / ".join(
-            f"{a['acceptance_rate']:.2f} ({a['mean_acceptance_length']:.2f})"
-            for a in trial["per_level"].values()
-        )
-        assert quoted in readme, trial["method"]
-    gpu = DRAFTERS_SUMMARY["gpu_time_s"]
-    assert f"{sum(gpu.values()):.0f} s, of which windows {gpu['windows']:.0f} s" in readme
+    assert_readme_quotes_summary((DRAFTERS / "README.md").read_text(), DRAFTERS_SUMMARY)
