@@ -3,6 +3,7 @@ study spec's engine with nova's own launcher, and vLLM's own speculative-decodin
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,8 +90,6 @@ def greedy(
 def h200_summary_script():
     """benchmarks/h200/trained_summary.py as a module: its ``summarize(DIR, STUDY)`` over a committed
     H200 speculative study's folder (storage, dump, policy)."""
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location(
         "trained_h200_summary", REPO / "benchmarks" / "h200" / "trained_summary.py"
     )

@@ -34,7 +34,10 @@ def test_every_drafter_served_and_the_verdict_rejects_the_random_heads_on_their_
     # random weights: vLLM accepted none of the learned drafters' tokens, and n-gram nearly all
     for trial in SUMMARY["acceptance"].values():
         rates = {a["acceptance_rate"] for a in trial["per_level"].values()}
-        assert rates == {0.0} if trial["method"] != "ngram" else min(rates) > 0.99, trial["method"]
+        if trial["method"] == "ngram":
+            assert min(rates) > 0.99, rates
+        else:
+            assert rates == {0.0}, trial["method"]
     assert judged["ngram"].verified_ranges == ((1, 64),)
     assert {e["exact"] for e in SUMMARY["equivalence"].values()} == {"8/8"}
     assert len(SUMMARY["equivalence"]) == 4
