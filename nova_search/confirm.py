@@ -16,7 +16,11 @@ separate or the cap is reached.
   leader first (``trial._adopt_tuned``), so every drafter is judged on pairs.
 - **ABBA.** Pair k runs, at each confirmed level, one window of each server on the same prompts
   (a seed of the pair and the trial), the leader first when k is even, the trial first when odd, so
-  drift on the machine falls on both alike. After ``min_pairs`` pairs, and after each one more, the
+  drift on the machine falls on both alike. One server runs all its levels of the pair, then the
+  other (``pair_schedule``): up the levels in even pairs, down in odd ones, so that a pair ends with
+  the server the next pair starts with. That is one switch a pair (sleep one, wake the other), not
+  one a window. A window warms up (``sweep.warmup_requests``) unless its server has already run
+  that level since it was last woken. After ``min_pairs`` pairs, and after each one more, the
   first objective's metric is compared level by level (``analysis.noise.compare``): once every level
   is a verified gain or loss the pairs stop ("separated"), else at ``max_pairs`` ("cap").
 - **What is kept.** The trial's windows join its levels (the level is the median of all of them, and
@@ -99,6 +103,17 @@ def park_mode(spec: StudySpec) -> str | None:
 def leader_first(pair: int) -> bool:
     """ABBA: the leader runs first in pairs 0, 2, 4, ..., the trial first in 1, 3, 5, ..."""
     return pair % 2 == 0
+
+
+def pair_schedule(pair: int, levels: Sequence[int], with_leader: bool) -> list[tuple[bool, int]]:
+    """Pair ``pair``'s windows in order, as (the leader's?, level): the first server's levels, then the
+    other's; up the levels when ``pair`` is even, down when odd (the next pair starts on the server and
+    level this one ended with). Alone: the trial's levels only."""
+    ordered = list(levels) if pair % 2 == 0 else list(reversed(levels))
+    if not with_leader:
+        return [(False, c) for c in ordered]
+    first = leader_first(pair)
+    return [(first, c) for c in ordered] + [(not first, c) for c in ordered]
 
 
 def dominated_by(
@@ -256,6 +271,8 @@ class _Side:
     target: Target
     awake: bool
     windows: dict[int, list[LevelResult]]
+    #: the levels this server has run since it was last woken (their windows need no warmup)
+    warm: set[int]
 
 
 def wants_confirmation(trial: optuna.Trial, ctx: Context, levels: Sequence[LevelResult]) -> str | None:
@@ -303,11 +320,12 @@ def confirm_trial(
     name = served_name(spec.model)
     leader = residency.leader
     levels = [c for c in spec.sweep.concurrency if not rule.levels or c in rule.levels]
-    trial_side = _Side(server, Target(server.base_url, name, server.api_key), True, by_level)
+    # the trial's server has just run every level (the sweep), awake since
+    trial_side = _Side(server, Target(server.base_url, name, server.api_key), True, by_level, set(levels))
     lead = None
     if leader is not None:
         s = leader.server
-        lead = _Side(s, Target(s.base_url, name, s.api_key), not leader.asleep, {})
+        lead = _Side(s, Target(s.base_url, name, s.api_key), not leader.asleep, {}, set())
     mine: dict[int, list[LevelResult]] = {c: [] for c in levels}
     switch_s = 0.0
     metric = spec.objectives[0].metric
@@ -325,6 +343,8 @@ def confirm_trial(
                 raise
             raise _LeaderLost(e.message) from None
         side.awake = wake
+        if wake:
+            side.warm.clear()
 
     def use(side: _Side, other: _Side | None) -> None:
         """Only ``side`` awake (sleep mode); with keep, both stay up."""
@@ -335,13 +355,14 @@ def confirm_trial(
         if not side.awake:
             switch(side, wake=True)
 
-    def window(side: _Side, other: _Side | None, i: int, c: int, pair: int) -> None:
+    def window(side: _Side, other: _Side | None, c: int, pair: int) -> None:
         use(side, other)
+        i = spec.sweep.concurrency.index(c)
         seed = level_seed(spec.workload.seed, i, repeat=spec.sweep.repeats + pair)
         seed += (trial.number + 1) * CONFIRM_SEED_STEP
-        run = run_window(
-            spec, source, side.target, concurrency=c, seed=seed, warmup=warmup_prompts(spec, source, i)
-        )
+        warmup = () if c in side.warm else warmup_prompts(spec, source, i)
+        run = run_window(spec, source, side.target, concurrency=c, seed=seed, warmup=warmup)
+        side.warm.add(c)
         timing["measure_s"] = timing.get("measure_s", 0.0) + run.window_end - run.window_start
         is_trial = side is trial_side
         path = requests_path if is_trial else requests_path.with_name(LEADER_REQUESTS_FILE)
@@ -375,19 +396,15 @@ def confirm_trial(
 
     try:
         for pair in range(rule.max_pairs if lead is not None else rule.min_pairs):
-            for i, c in enumerate(spec.sweep.concurrency):
-                if c not in levels:
-                    continue
-                what = f"confirm · pair {pair + 1}" + (f" vs #{leader.number}" if leader else " (alone)")
-                ctx.reporter.phase(trial.number, f"{what} · concurrency {c}")
-                if lead is None:
-                    window(trial_side, None, i, c, pair)
-                elif leader_first(pair):
-                    window(lead, trial_side, i, c, pair)
-                    window(trial_side, lead, i, c, pair)
+            what = f"confirm · pair {pair + 1}" + (f" vs #{leader.number}" if leader else " (alone)")
+            for is_leader, c in pair_schedule(pair, levels, lead is not None):
+                ctx.reporter.phase(
+                    trial.number, f"{what} · {'leader' if is_leader else 'trial'} · concurrency {c}"
+                )
+                if is_leader and lead is not None:
+                    window(lead, trial_side, c, pair)
                 else:
-                    window(trial_side, lead, i, c, pair)
-                    window(lead, trial_side, i, c, pair)
+                    window(trial_side, lead, c, pair)
             pairs = pair + 1
             store_levels(trial, by_level, ctx.storage_retry_s)
             if lead is None:

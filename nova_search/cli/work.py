@@ -302,7 +302,12 @@ def bench(
     output_len: Annotated[int, typer.Option("--output-len", min=1)] = 64,
     num_requests: Annotated[int | None, typer.Option("--num-requests", min=1)] = None,
     duration: Annotated[float | None, typer.Option("--duration", min=0.1, help="Seconds per level.")] = None,
-    warmup: Annotated[int, typer.Option("--warmup", min=0, help="Warmup requests per level.")] = 4,
+    warmup: Annotated[
+        int,
+        typer.Option(
+            "--warmup", min=0, help="Warmup requests per level (one round: at most the concurrency)."
+        ),
+    ] = 4,
     vocab_size: Annotated[
         int, typer.Option("--vocab-size", min=11, help="Prompt token ids are drawn below this.")
     ] = 1000,

@@ -5,7 +5,9 @@ processes (``loadgen.procs``) that each run a *share* of it with this module's `
 A level, whatever the number of processes:
 
 1. every share runs its part of the warmup (excluded), then opens its lanes' connections (unless
-   ``preconnect`` is off);
+   ``preconnect`` is off). The warmup is one round: at most one request per request in flight, all
+   sent at once, so it costs about one request's latency at every level (eight warmups at
+   concurrency 1 would be eight requests end to end, longer than a short window);
 2. once every share is ready (a barrier), the engine's /metrics is read once, *before* the window,
    so that read never lands on the window's first requests; then every share is told one start time
    ``t0`` on the machine's one monotonic clock and starts at it;
@@ -107,10 +109,12 @@ def split(total: int, parts: int) -> list[int]:
 
 
 def shares(plan: LevelPlan, processes: int) -> list[Share]:
-    """The level split over ``processes`` (at most one per request in flight)."""
+    """The level split over ``processes`` (at most one per request in flight); the warmup is one round,
+    its first ``max_in_flight`` requests."""
     n = max(1, min(processes, plan.max_in_flight))
+    warmup = plan.warmup[: plan.max_in_flight]
     return [
-        Share(index=k, of=n, lanes=lanes, warmup=plan.warmup[k::n])
+        Share(index=k, of=n, lanes=lanes, warmup=warmup[k::n])
         for k, lanes in enumerate(split(plan.max_in_flight, n))
     ]
 

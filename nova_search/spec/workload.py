@@ -207,7 +207,8 @@ class WorkloadSpec(StrictModel):
 class SweepSpec(StrictModel):
     #: the concurrency levels measured, in order (each a warmup, then the windows)
     concurrency: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] = Field(min_length=1, max_length=100)
-    #: requests sent at each level before the window opens; excluded from every metric
+    #: requests sent at each level before the window opens, in one round: at most one per request in
+    #: flight (the level's concurrency); excluded from every metric
     warmup_requests: int = Field(default=4, ge=0, le=100_000)
     #: requests measured at each level (exactly one of requests / duration_s)
     requests: int | None = Field(default=None, gt=0, le=10_000_000)

@@ -110,6 +110,10 @@ def test_trials_near_the_front_are_measured_again_against_a_resident_leader(tmp_
     assert ("--enable-sleep-mode" in argv) == (park == "sleep")
     if park == "sleep":
         assert _awake_at_once(record) == 1  # one server awake at a time on the GPU
+        # one switch a pair (a server runs all its levels of the pair, and the next pair starts with
+        # it), plus the first wake of the leader
+        wakes = [r for r in map(json.loads, record.read_text().splitlines()) if r["event"] == "wake"]
+        assert len(wakes) == sum(p.pairs + 1 for _, p in paired)
     else:
         assert "sleep" not in record.read_text()
     dumped = json.loads(nova_ok("dump", raw["name"], "--storage", url, "--format", "json"))

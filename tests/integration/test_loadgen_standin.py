@@ -97,6 +97,17 @@ def test_token_counts_are_exact(standin, k: int, running_usage: bool) -> None:
 # -- timings --------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("concurrency", "warmups", "sent"), [(1, 8, 1), (3, 8, 3), (4, 2, 2)])
+def test_the_warmup_is_one_round(standin, concurrency: int, warmups: int, sent: int) -> None:
+    """At most one warmup request per lane, all at once: eight warmups at concurrency 1 would be eight
+    requests end to end before every window."""
+    srv = standin(ttft_s=0.01, itl_s=0.001)
+    plan = LevelPlan(concurrency=concurrency, warmup=prompts(warmups, 4), prompts=prompts(6, 4))
+    run = run_level(target(srv), plan)
+    assert len(run.records) == 6
+    assert srv.stats().requests == 6 + sent
+
+
 @pytest.mark.parametrize(("k", "n"), [(1, 12), (3, 24)])
 def test_timings_match_the_server(standin, k: int, n: int) -> None:
     ttft_s, itl_s = 0.05, 0.02
@@ -192,7 +203,7 @@ def test_closed_loop_keeps_n_in_flight(standin, n: int) -> None:
 def test_warmup_is_excluded(standin) -> None:
     srv = standin(ttft_s=0.005, itl_s=0.001)
     warmup, measured = prompts(4, 3), prompts(6, 5)
-    run = run_level(target(srv), LevelPlan(concurrency=2, warmup=warmup, prompts=measured))
+    run = run_level(target(srv), LevelPlan(concurrency=4, warmup=warmup, prompts=measured))
     assert len(run.records) == 6
     assert all(r.output_tokens == 5 for r in run.records)
     assert all(r.send_time >= run.window_start for r in run.records)

@@ -222,7 +222,7 @@ def test_shared_prefix_prompts_share_their_prefix_at_the_server(standin) -> None
     w = W(kind="shared_prefix", num_prefixes=3, prefix_len=32, input_len=8, output_len=4, seed=5)
     source = prompt_source(w, ModelSpec(path="/nonexistent", vocab_size=32000))
     warm, measured = (source.prompts(level_seed(w.seed, 0, warmup=flag)) for flag in (True, False))
-    plan = LevelPlan(concurrency=2, warmup=take(warm, 3), prompts=take(measured, 12))
+    plan = LevelPlan(concurrency=3, warmup=take(warm, 3), prompts=take(measured, 12))
     run = run_level(target(srv), plan)
     assert all(r.success and r.prompt_tokens == 40 for r in run.records)
     got = [rec["prompt"] for rec in srv.stats().prompts]

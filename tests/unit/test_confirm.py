@@ -3,10 +3,20 @@ of the pairs (no engine)."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from nova_search import schema
-from nova_search.confirm import Residency, Resident, dominated_by, leader_first, park_mode, settled
+from nova_search.confirm import (
+    Residency,
+    Resident,
+    dominated_by,
+    leader_first,
+    pair_schedule,
+    park_mode,
+    settled,
+)
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError
 from nova_search.objectives import Objective
@@ -23,6 +33,24 @@ TTFT = Objective("ttft_p99_ms", "minimize", 4, 1)
 
 def test_pairs_alternate_leader_first_then_trial_first():
     assert [leader_first(k) for k in range(4)] == [True, False, True, False]  # A B, B A, A B, B A
+
+
+def test_a_pair_runs_one_server_then_the_other_and_the_next_pair_starts_where_it_ended():
+    levels = [64, 128]
+    windows = [w for k in range(4) for w in pair_schedule(k, levels, with_leader=True)]
+    L, T = True, False
+    assert windows == [
+        (L, 64), (L, 128), (T, 64), (T, 128),  # pair 0: leader first, up the levels
+        (T, 128), (T, 64), (L, 128), (L, 64),  # pair 1: trial first, down
+        (L, 64), (L, 128), (T, 64), (T, 128),
+        (T, 128), (T, 64), (L, 128), (L, 64),
+    ]  # fmt: skip
+    switches = sum(a[0] != b[0] for a, b in pairwise(windows))
+    assert switches == 4  # one a pair, not one a window
+    for k in range(4):  # each pair has one window of each server at every level
+        pair = pair_schedule(k, levels, with_leader=True)
+        assert sorted(pair) == sorted((side, c) for side in (L, T) for c in levels)
+    assert pair_schedule(1, [1, 16, 64], with_leader=False) == [(T, 64), (T, 16), (T, 1)]
 
 
 def test_the_pairs_stop_when_every_level_separates_or_at_the_cap():
