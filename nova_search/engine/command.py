@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nova_search.engine.config import KNOBS, EngineConfig
-from nova_search.engine.sleep import SLEEP_ENV, SLEEP_FLAG
+from nova_search.engine.sleep import SLEEP_FLAG, sleep_environment
 from nova_search.errors import EngineError
 from nova_search.spec import EngineSpec, ModelSpec
 
@@ -178,7 +178,8 @@ def build_launch(
     ]
     env = engine_environment(os.environ, engine.env)
     if sleep_mode:
-        env.update(SLEEP_ENV)
+        cores = len(engine.cpus) if engine.cpus else len(os.sched_getaffinity(0))
+        env.update(sleep_environment(env, cores))
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
     return LaunchPlan(

@@ -307,6 +307,28 @@ def test_no_gpus_leaves_cuda_visible_devices_alone() -> None:
     assert "CUDA_VISIBLE_DEVICES" not in plan.env
 
 
+def test_sleep_mode_registers_pinned_memory_with_the_servers_cores() -> None:
+    """A sleep copies the weights into pinned host memory; the first one allocates it, and PyTorch's
+    cudaHostRegister path with several threads allocated 15.3 GiB in 1.9 s instead of 6.8 s."""
+    plain = build_launch(EngineSpec(python="/py"), MODEL, EngineConfig(), port=8000, api_key=SECRET)
+    assert "PYTORCH_CUDA_ALLOC_CONF" not in plain.env and "VLLM_SERVER_DEV_MODE" not in plain.env
+    engine = EngineSpec(python="/py", cpus=[0, 1, 2, 3])
+    plan = build_launch(engine, MODEL, EngineConfig(), port=8000, api_key=SECRET, sleep_mode=True)
+    assert plan.env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert plan.env["PYTORCH_CUDA_ALLOC_CONF"] == (
+        "pinned_use_cuda_host_register:True,pinned_num_register_threads:4"
+    )
+    # the spec's own allocator settings are kept; its own pinning choice wins
+    engine = EngineSpec(python="/py", env={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512"})
+    plan = build_launch(engine, MODEL, EngineConfig(), port=8000, api_key=SECRET, sleep_mode=True)
+    conf = plan.env["PYTORCH_CUDA_ALLOC_CONF"]
+    assert conf.startswith("max_split_size_mb:512,pinned_use_cuda_host_register:True,")
+    assert 1 <= int(conf.rsplit(":", 1)[1]) <= 16
+    engine = EngineSpec(python="/py", env={"PYTORCH_CUDA_ALLOC_CONF": "pinned_use_cuda_host_register:False"})
+    plan = build_launch(engine, MODEL, EngineConfig(), port=8000, api_key=SECRET, sleep_mode=True)
+    assert plan.env["PYTORCH_CUDA_ALLOC_CONF"] == "pinned_use_cuda_host_register:False"
+
+
 # ---------------------------------------------------------------- deployable_argv
 
 
