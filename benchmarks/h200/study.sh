@@ -19,7 +19,8 @@
 # collected study.db, carried as CARRIED. vLLM's compile cache is keyed the same on every H200, so it
 # can go along too (a boot that loads it: 87 s, against 115 s compiling; benchmarks/results/h200-cache-carry):
 # `cache` after the last watch, then its file carried beside the storage as CARRIED's name with
-# -vllm-cache.tar.xz for .db (.h200/confirm-study-vllm-cache.tar.xz); `start` unpacks it.
+# -vllm-cache.tar.xz for .db (.h200/confirm-study-vllm-cache.tar.xz), or named by CACHE_CARRIED;
+# `start` unpacks it.
 set -uo pipefail
 : "${SPEC:?set by the wrapper}" "${W:?set by the wrapper}" "${CARRIED:?set by the wrapper}"
 OUT=${OUT:-/tmp/nova-out}
@@ -28,7 +29,7 @@ export PYTHONPATH=/tmp/site:$PWD VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 
 export PYTHONUNBUFFERED=1 NOVA_ENGINE_PYTHON=python3 VLLM_CACHE_ROOT=$W/vllm-cache
 STUDY=$(sed -n 's/^name: *//p' "$SPEC")
 DB=$W/study.db
-CACHE_CARRIED=${CARRIED%.db}-vllm-cache.tar.xz
+CACHE_CARRIED=${CACHE_CARRIED:-${CARRIED%.db}-vllm-cache.tar.xz}
 nova() { python3 -m nova_search "$@"; }
 running() { [ -f "$W/worker.pid" ] && kill -0 "$(cat "$W/worker.pid")" 2> /dev/null; }
 

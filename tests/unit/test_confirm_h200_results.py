@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import tarfile
 
 import pytest
 
@@ -94,3 +95,64 @@ def test_a_sleeping_leader_held_1_3_gib_of_the_gpu_and_nothing_was_left_at_the_e
     fourth = _gpu_samples("gpu-session4.csv.gz")
     assert fourth[-1][1] == 0
     assert {m for t, m in fourth if "20:31:15" <= t <= "20:31:57"} == {1223}  # trial 9 asleep
+
+
+# ---------------------------------------------------------------- the second study (same spec)
+
+SECOND = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm-2"
+
+
+def _sleeps(trial: int) -> int:
+    """How many times trial ``trial``'s server fell asleep, from its vLLM log in the session's logs."""
+    with tarfile.open(SECOND / "server-logs-session1.tgz") as tar:
+        name = f"artifacts/h200-qwen3-8b-confirm/trial-{trial:04d}/server.log"
+        log = tar.extractfile(name)
+        assert log is not None
+        return log.read().decode().count("seconds to fall asleep")
+
+
+def test_the_second_study_pairs_with_one_switch_a_pair() -> None:
+    results = load_results("h200-qwen3-8b-confirm", f"sqlite:///{SECOND / 'study.db'}")
+    trials = results.trials
+    assert [t.state for t in trials] == ["COMPLETE"] * 4 and trials[0].role == "stock"
+    assert trials[0].paired is not None and trials[0].paired.leader is None  # the machine's first
+    pairs = {}
+    for t in trials[1:]:
+        p = t.paired
+        assert p is not None and p.leader == (0 if t.number == 1 else 1) and p.park == "sleep"
+        pairs[t.number] = p.pairs
+    assert pairs == {1: 3, 2: 3, 3: 4}
+    # one switch a pair: a side sleeps once every two pairs (after its windows of the pair when it ran
+    # first), n // 2 + 1 times in n pairs; one window at a time, it was twice a pair (each side, each level)
+    assert (_sleeps(2), _sleeps(3)) == (2, 3)  # 3 and 4 pairs as the trial; then stopped
+    # trial 1: 2 as the trial (3 pairs) and once to wait as the leader, then 2 and 3 as the leader of
+    # trials 2 (3 pairs) and 3 (4 pairs)
+    assert _sleeps(1) == (2 + 1) + 2 + 3
+
+
+def test_the_second_studys_summary_is_its_storage_and_its_readme_quotes_it() -> None:
+    results = load_results("h200-qwen3-8b-confirm", f"sqlite:///{SECOND / 'study.db'}")
+    summary = json.loads((SECOND / "summary.json").read_text())
+    split = gpu_time(results).seconds()
+    assert summary["gpu_time_s"] == pytest.approx(split)
+    assert _summarizer().summarize(json.loads((SECOND / "study.json").read_text())) == summary
+    share = summary["windows_share"]
+    assert share == pytest.approx(0.524, abs=0.001) and summary["trials_done"] == 4
+    readme = (SECOND / "README.md").read_text()
+    total = sum(split.values())
+    assert (
+        f"{share * 100:.0f} % inside measurement windows** ({split['windows']:.0f} of {total:.0f} s)"
+        in readme
+    )
+    best = summary["best_non_speculative"]
+    assert best["trial"] == 1 and f"trial 1, {best['output_throughput@best']:.0f} tok/s" in readme
+
+
+def test_registered_pinned_memory_allocated_faster_than_cuda_host_alloc() -> None:
+    rows = [json.loads(line) for line in (SECOND / "pinned-alloc.jsonl").read_text().splitlines()]
+    default, *registered = rows
+    assert default["conf"] == "default" and all(
+        "pinned_use_cuda_host_register:True" in r["conf"] for r in registered
+    )
+    assert all(r["alloc_s"] < default["alloc_s"] / 3 for r in registered)
+    assert all(r["copy_s"] == pytest.approx(default["copy_s"], rel=0.05) for r in registered)
