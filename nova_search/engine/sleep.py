@@ -82,10 +82,12 @@ def host_available_bytes() -> int | None:
 
 def sleep_environment(env: dict[str, str], cores: int) -> dict[str, str]:
     """What a sleep-mode server adds to its environment ``env``: dev mode for the endpoints, and pinned
-    memory registered by ``cores`` threads (at most 16) unless ``env`` already says how to pin."""
+    memory registered by as many threads as ``cores``, rounded down to a power of two (PyTorch refuses
+    any other count) and at most 16, unless ``env`` already says how to pin."""
     added = dict(SLEEP_ENV)
     conf = env.get(ALLOC_CONF, "")
     if "pinned_" not in conf:
-        pinned = PINNED_CONF.format(threads=max(1, min(16, cores)))
+        threads = 1 << (max(1, min(16, cores)).bit_length() - 1)
+        pinned = PINNED_CONF.format(threads=threads)
         added[ALLOC_CONF] = f"{conf},{pinned}" if conf else pinned
     return added

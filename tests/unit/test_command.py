@@ -318,12 +318,17 @@ def test_sleep_mode_registers_pinned_memory_with_the_servers_cores() -> None:
     assert plan.env["PYTORCH_CUDA_ALLOC_CONF"] == (
         "pinned_use_cuda_host_register:True,pinned_num_register_threads:4"
     )
+    # PyTorch takes a power of two only: 12 cores register with 8 threads, 64 with 16
+    for cpus, threads in ((12, 8), (64, 16), (1, 1), (3, 2)):
+        engine = EngineSpec(python="/py", cpus=list(range(cpus)))
+        plan = build_launch(engine, MODEL, EngineConfig(), port=8000, api_key=SECRET, sleep_mode=True)
+        assert plan.env["PYTORCH_CUDA_ALLOC_CONF"].endswith(f"pinned_num_register_threads:{threads}")
     # the spec's own allocator settings are kept; its own pinning choice wins
     engine = EngineSpec(python="/py", env={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:512"})
     plan = build_launch(engine, MODEL, EngineConfig(), port=8000, api_key=SECRET, sleep_mode=True)
     conf = plan.env["PYTORCH_CUDA_ALLOC_CONF"]
     assert conf.startswith("max_split_size_mb:512,pinned_use_cuda_host_register:True,")
-    assert 1 <= int(conf.rsplit(":", 1)[1]) <= 16
+    assert int(conf.rsplit(":", 1)[1]) in (1, 2, 4, 8, 16)
     engine = EngineSpec(python="/py", env={"PYTORCH_CUDA_ALLOC_CONF": "pinned_use_cuda_host_register:False"})
     plan = build_launch(engine, MODEL, EngineConfig(), port=8000, api_key=SECRET, sleep_mode=True)
     assert plan.env["PYTORCH_CUDA_ALLOC_CONF"] == "pinned_use_cuda_host_register:False"
