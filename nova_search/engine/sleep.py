@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Mapping
 
 import httpx
 
@@ -80,7 +81,7 @@ def host_available_bytes() -> int | None:
     return None
 
 
-def sleep_environment(env: dict[str, str], cores: int) -> dict[str, str]:
+def sleep_environment(env: Mapping[str, str], cores: int) -> dict[str, str]:
     """What a sleep-mode server adds to its environment ``env``: dev mode for the endpoints, and pinned
     memory registered by as many threads as ``cores``, rounded down to a power of two (PyTorch refuses
     any other count) and at most 16, unless ``env`` already says how to pin."""

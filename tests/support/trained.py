@@ -3,7 +3,6 @@ study spec's engine with nova's own launcher, and vLLM's own speculative-decodin
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -85,17 +84,6 @@ def greedy(
     with serve(spec, log, speculative, extra) as server:
         out = collect_outputs(Target(server.base_url, served_name(spec.model), server.api_key), prompts)
         return out, acceptance(server)
-
-
-def h200_summary_script():
-    """benchmarks/h200/trained_summary.py as a module: its ``summarize(DIR, STUDY)`` over a committed
-    H200 speculative study's folder (storage, dump, policy)."""
-    spec = importlib.util.spec_from_file_location(
-        "trained_h200_summary", REPO / "benchmarks" / "h200" / "trained_summary.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def assert_readme_quotes_summary(readme: str, summary: dict) -> None:

@@ -4,7 +4,6 @@ nova's own read side: its pairs, its GPU time split and its summary agree with i
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import tarfile
 
@@ -12,20 +11,14 @@ import pytest
 
 from nova_search.results.cost import gpu_time
 from nova_search.results.load import load_results
-from tests.support import REPO
+from tests.support import REPO, script
 
 RESULTS = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm"
 URL = f"sqlite:///{RESULTS / 'study.db'}"
 
 
 def _summarizer():
-    spec = importlib.util.spec_from_file_location(
-        "confirm_summary", REPO / "benchmarks" / "h200" / "confirm_summary.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("benchmarks/h200/confirm_summary.py")
 
 
 #: the first trial of each session's machine: its slot had no leader yet (a new machine starts bare)
@@ -102,13 +95,15 @@ def test_a_sleeping_leader_held_1_3_gib_of_the_gpu_and_nothing_was_left_at_the_e
 SECOND = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm-2"
 
 
-def _sleeps(trial: int) -> int:
-    """How many times trial ``trial``'s server fell asleep, from its vLLM log in the session's logs."""
+def _sleeps() -> dict[int, int]:
+    """How many times each trial's server fell asleep, from its vLLM log in the session's logs."""
+    counts = {}
     with tarfile.open(SECOND / "server-logs-session1.tgz") as tar:
-        name = f"artifacts/h200-qwen3-8b-confirm/trial-{trial:04d}/server.log"
-        log = tar.extractfile(name)
-        assert log is not None
-        return log.read().decode().count("seconds to fall asleep")
+        for trial in range(4):
+            log = tar.extractfile(f"artifacts/h200-qwen3-8b-confirm/trial-{trial:04d}/server.log")
+            assert log is not None
+            counts[trial] = log.read().decode().count("seconds to fall asleep")
+    return counts
 
 
 def test_the_second_study_pairs_with_one_switch_a_pair() -> None:
@@ -124,10 +119,11 @@ def test_the_second_study_pairs_with_one_switch_a_pair() -> None:
     assert pairs == {1: 3, 2: 3, 3: 4}
     # one switch a pair: a side sleeps once every two pairs (after its windows of the pair when it ran
     # first), n // 2 + 1 times in n pairs; one window at a time, it was twice a pair (each side, each level)
-    assert (_sleeps(2), _sleeps(3)) == (2, 3)  # 3 and 4 pairs as the trial; then stopped
+    sleeps = _sleeps()
+    assert (sleeps[2], sleeps[3]) == (2, 3)  # 3 and 4 pairs as the trial; then stopped
     # trial 1: 2 as the trial (3 pairs) and once to wait as the leader, then 2 and 3 as the leader of
     # trials 2 (3 pairs) and 3 (4 pairs)
-    assert _sleeps(1) == (2 + 1) + 2 + 3
+    assert sleeps[1] == (2 + 1) + 2 + 3
 
 
 def test_the_second_studys_summary_is_its_storage_and_its_readme_quotes_it() -> None:

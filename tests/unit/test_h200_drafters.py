@@ -5,7 +5,6 @@ points at the folders it writes, with one trial per drafter on a fixed tuned sta
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from nova_search.engine.command import config_args
 from nova_search.engine.probe import parse_metrics
 from nova_search.space import Facts, incompatibilities, sample, tuned_config
 from nova_search.spec import load_spec
-from tests.support import REPO
+from tests.support import REPO, script
 
 SCRIPT = REPO / "benchmarks" / "h200" / "make_drafters.py"
 TARGET_CONFIG = REPO / "benchmarks" / "h200" / "qwen3-8b-config.json"
@@ -29,11 +28,7 @@ TOKENIZER = {"tokenizer.json": '{"model": {}}', "tokenizer_config.json": "{}", "
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_drafters", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script(str(SCRIPT.relative_to(REPO)))
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from nova_search.api import load_results, verdict_of
-from tests.support import REPO
-from tests.support.trained import assert_readme_quotes_summary, h200_summary_script
+from tests.support import REPO, script
+from tests.support.trained import assert_readme_quotes_summary
 
 RESULTS = REPO / "benchmarks" / "results" / "h200-qwen3-8b-drafters"
 STUDY = "h200-qwen3-8b-drafters"
@@ -17,7 +17,7 @@ SUMMARY = json.loads((RESULTS / "summary.json").read_text())
 
 
 def test_the_summary_is_the_committed_study() -> None:
-    assert h200_summary_script().summarize(RESULTS, STUDY) == SUMMARY
+    assert script("benchmarks/h200/trained_summary.py").summarize(RESULTS, STUDY) == SUMMARY
     assert SUMMARY["trials"] == {"COMPLETE": 5, "PRUNED": 0, "FAIL": 0}
     assert SUMMARY["gpu_time_s"]["failed_boot"] == 0
 

@@ -5,22 +5,16 @@ model's acceptance, as vLLM counted it, is real."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 from nova_search.api import load_results, verdict_of
-from tests.support import REPO
+from tests.support import REPO, script
 
 RESULTS = REPO / "benchmarks" / "results" / "trained-cpu"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "trained_cpu_summary", REPO / "benchmarks" / "trained_cpu_summary.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("benchmarks/trained_cpu_summary.py")
 
 
 SUMMARY = json.loads((RESULTS / "summary.json").read_text())

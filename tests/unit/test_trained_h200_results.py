@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from nova_search.api import load_results, verdict_of
-from tests.support import REPO
-from tests.support.trained import assert_readme_quotes_summary, h200_summary_script
+from tests.support import REPO, script
+from tests.support.trained import assert_readme_quotes_summary
 
 RESULTS = REPO / "benchmarks" / "results" / "trained-h200"
 STUDY = "trained-h200-speculative"
@@ -18,7 +18,7 @@ SUMMARY = json.loads((RESULTS / "summary.json").read_text())
 
 
 def test_the_summary_is_the_committed_study() -> None:
-    assert h200_summary_script().summarize(RESULTS) == SUMMARY
+    assert script("benchmarks/h200/trained_summary.py").summarize(RESULTS) == SUMMARY
     assert SUMMARY["trials"] == {"COMPLETE": 5, "PRUNED": 0, "FAIL": 0}
 
 
@@ -67,7 +67,9 @@ DRAFTERS_SUMMARY = json.loads((DRAFTERS / "summary.json").read_text())
 
 
 def test_the_drafters_summary_is_the_committed_study() -> None:
-    assert h200_summary_script().summarize(DRAFTERS, DRAFTERS_STUDY) == DRAFTERS_SUMMARY
+    assert (
+        script("benchmarks/h200/trained_summary.py").summarize(DRAFTERS, DRAFTERS_STUDY) == DRAFTERS_SUMMARY
+    )
     assert DRAFTERS_SUMMARY["trials"] == {"COMPLETE": 4, "PRUNED": 0, "FAIL": 0}
 
 
