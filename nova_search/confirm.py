@@ -13,7 +13,11 @@ separate or the cap is reached.
   beside the trial on the CPU build (``park: keep``). A trial with no leader on its slot (the first
   one, the tuned baseline of a speculative stage) is confirmed alone: ``min_pairs`` more windows;
   but a drafter trial that is its worker's first boots the stage's finished tuned baseline as the
-  leader first (``trial._adopt_tuned``), so every drafter is judged on pairs.
+  leader first (``residency.adopt_tuned``), so every drafter is judged on pairs. Outside the speculative
+  stage, a trial to be confirmed on a slot with no leader (its worker's first: another worker, or an
+  earlier run, measured the rest) boots the study's best finished trial, as it ran, as the leader
+  (``residency.adopt_leader``; the trial's server sleeps while it boots), so it is measured against the
+  study's front and not alone, nor against a weaker trial that happens to be the worker's first.
 - **ABBA.** Pair k runs, at each confirmed level, one window of each server on the same prompts
   (a seed of the pair and the trial), the leader first when k is even, the trial first when odd, so
   drift on the machine falls on both alike. One server runs all its levels of the pair, then the
@@ -40,7 +44,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
 
 import optuna
 
@@ -51,50 +54,20 @@ from nova_search.analysis.noise import compare
 from nova_search.db import retrying
 from nova_search.engine import sleep as sleep_mode
 from nova_search.engine.command import served_name
-from nova_search.engine.config import EngineConfig
 from nova_search.engine.server import Server, tail
 from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.records import Paired
-from nova_search.space import Facts
-from nova_search.spec import StudySpec
+from nova_search.residency import BootLeader, Context, Residency, adopt_leader
 from nova_search.window import headline, keep_requests, run_window, store_levels, warmup_prompts, write_attr
 
 log = logging.getLogger(__name__)
 
-GIB = 1024**3
-#: free GPU memory kept beyond a trial's gpu_memory_utilization share when it boots beside a sleeper
-BOOT_MARGIN_BYTES = GIB
 #: per trial, added to a confirmation window's seed: the leader's prefix cache never saw its prompts
 CONFIRM_SEED_STEP = 104_723
-#: vLLM's default gpu_memory_utilization, for a trial that does not set it
-DEFAULT_GPU_SHARE = 0.9
 LEADER_REQUESTS_FILE = "leader-requests.jsonl"
-
-
-class Context(Protocol):
-    """What confirmation reads of the trial's context (``trial.TrialContext``)."""
-
-    spec: StudySpec
-    facts: Facts
-    gpus: tuple[int, ...]
-    stage: str
-    storage_retry_s: float
-    servers: set[Server]
-
-    @property
-    def reporter(self) -> Any: ...
-
-
-def park_mode(spec: StudySpec) -> str | None:
-    """How the leader waits between windows: sleep, keep, or None without ``confirm``."""
-    if spec.confirm is None:
-        return None
-    if spec.confirm.park != "auto":
-        return spec.confirm.park
-    return "keep" if spec.engine.device == "cpu" else "sleep"
 
 
 # ---------------------------------------------------------------- the rules (pure)
@@ -151,117 +124,6 @@ def settled(
     return "separated"
 
 
-def better(value: float, than: float, maximize: bool) -> bool:
-    return value > than if maximize else value < than
-
-
-# ---------------------------------------------------------------- the resident leader
-
-
-@dataclass
-class Resident:
-    server: Server
-    number: int
-    stage: str
-    #: its first objective's value
-    value: float
-    asleep: bool = False
-
-
-class Residency:
-    """A slot's leader, kept up between trials (at most one). Not thread-safe: one per slot."""
-
-    def __init__(self, mode: str, reserve_bytes: int) -> None:
-        self.mode = mode
-        self.reserve_bytes = reserve_bytes
-        self.leader: Resident | None = None
-
-    @classmethod
-    def of(cls, spec: StudySpec) -> Residency | None:
-        """A slot's residency under ``spec.confirm``; None without it."""
-        mode = park_mode(spec)
-        if mode is None or spec.confirm is None:
-            return None
-        return cls(mode, int(spec.confirm.host_reserve_gib * GIB))
-
-    def let_go(self, servers: set[Server], why: str) -> str:
-        r = self.leader
-        assert r is not None
-        self.leader = None
-        servers.discard(r.server)
-        r.server.stop()
-        log.info("leader #%s let go: %s", r.number, why)
-        return f"leader #{r.number} let go: {why}"
-
-    def close(self, servers: set[Server]) -> None:
-        if self.leader is not None:
-            self.let_go(servers, "the worker is done")
-
-    def make_room(self, ctx: Context, config: EngineConfig) -> str | None:
-        """Before a boot on this slot: let the leader go when the new server would not fit beside it
-        (or it belongs to another stage). A note when it was let go."""
-        r = self.leader
-        if r is None:
-            return None
-        if r.stage != ctx.stage:
-            return self.let_go(ctx.servers, f"the stage changed ({r.stage} -> {ctx.stage})")
-        if not r.server.alive():
-            return self.let_go(ctx.servers, "its server exited")
-        available = sleep_mode.host_available_bytes()
-        if available is not None and available < self.reserve_bytes:
-            return self.let_go(
-                ctx.servers,
-                f"the host has {available / GIB:.1f} GiB available, under confirm.host_reserve_gib",
-            )
-        total = ctx.facts.device_memory_bytes
-        free = sleep_mode.gpu_free_bytes(ctx.gpus) if ctx.spec.engine.device == "cuda" else None
-        if free and total:
-            share = config.gpu_memory_utilization or DEFAULT_GPU_SHARE
-            need = share * total + BOOT_MARGIN_BYTES
-            short = sorted(g for g, b in free.items() if b < need)
-            if short:
-                g = short[0]
-                return self.let_go(
-                    ctx.servers,
-                    f"gpu_memory_utilization {share:g} needs {need / GIB:.1f} GiB of GPU {g}, which has "
-                    f"{free[g] / GIB:.1f} GiB free beside it",
-                )
-        return None
-
-    def offer(
-        self, ctx: Context, number: int, server: Server, value: float, role: str, asleep: bool
-    ) -> tuple[bool, str | None]:
-        """Whether the trial's server stays as the slot's leader (its caller must not stop it then),
-        and a note of what happened to the leader."""
-        r = self.leader
-        maximize = ctx.spec.objectives[0].direction == "maximize"
-        if ctx.stage == "speculative":
-            take = role == "tuned"  # speculative gains are measured against the tuned baseline
-        else:
-            take = r is None or better(value, r.value, maximize)
-        if not take:
-            return False, None
-        if self.mode == "sleep" and ctx.facts.model_shape is not None:
-            weights = ctx.facts.model_shape.weight_bytes()
-            available = sleep_mode.host_available_bytes()
-            if available is not None and available - weights < self.reserve_bytes:
-                return False, (
-                    f"#{number} not kept as the leader: its weights ({weights / GIB:.1f} GiB) would leave "
-                    f"the host under confirm.host_reserve_gib ({available / GIB:.1f} GiB available)"
-                )
-        if r is None:
-            note = None
-        elif ctx.stage == "speculative":
-            note = self.let_go(ctx.servers, f"#{number} is the tuned baseline")
-        else:  # higher by its windows' median, whether or not the pairs separated
-            note = self.let_go(ctx.servers, f"#{number} measured {value:.6g} against its {r.value:.6g}")
-        if self.mode == "sleep" and not asleep:
-            sleep_mode.sleep(server.base_url)
-        self.leader = Resident(server, number, ctx.stage, value, asleep=self.mode == "sleep")
-        ctx.servers.add(server)
-        return True, note
-
-
 # ---------------------------------------------------------------- one trial, measured again
 
 
@@ -307,10 +169,13 @@ def confirm_trial(
     requests_path: Path,
     timing: dict[str, float],
     record_level: Callable[[LevelResult, dict[str, float]], None],
+    trial_awake: bool = True,
+    switch_s: float = 0.0,
 ) -> tuple[bool, Paired]:
     """Measure the trial again (see the module docstring), adding its windows to ``by_level`` and
-    storing them as each pair ends. Returns whether the trial's server was left asleep, and the pairs
-    as stored."""
+    storing them as each pair ends. ``trial_awake``: False when the trial's server sleeps (the leader
+    was booted beside it); ``switch_s``: the seconds its sleeps and wakes took before. Returns whether
+    the trial's server was left asleep, and the pairs as stored."""
     spec = ctx.spec
     rule = spec.confirm
     assert rule is not None
@@ -321,13 +186,13 @@ def confirm_trial(
     leader = residency.leader
     levels = [c for c in spec.sweep.concurrency if not rule.levels or c in rule.levels]
     # the trial's server has just run every level (the sweep), awake since
-    trial_side = _Side(server, Target(server.base_url, name, server.api_key), True, by_level, set(levels))
+    warm = set(levels) if trial_awake else set()
+    trial_side = _Side(server, Target(server.base_url, name, server.api_key), trial_awake, by_level, warm)
     lead = None
     if leader is not None:
         s = leader.server
         lead = _Side(s, Target(s.base_url, name, s.api_key), not leader.asleep, {}, set())
     mine: dict[int, list[LevelResult]] = {c: [] for c in levels}
-    switch_s = 0.0
     metric = spec.objectives[0].metric
     maximize = spec.objectives[0].direction == "maximize"
     stopped = ""
@@ -451,10 +316,12 @@ def follow_up(
     requests_path: Path,
     timing: dict[str, float],
     record_level: Callable[[LevelResult, dict[str, float]], None],
+    boot_leader: BootLeader | None = None,
 ) -> tuple[bool, str]:
-    """After the sweep: confirm the trial when it is wanted, then offer its server as the slot's leader.
-    Returns whether the server stays up (as the leader; the caller stops it otherwise), and what
-    happened, for the trial's summary line."""
+    """After the sweep: confirm the trial when it is wanted (first booting the study's best as the
+    leader where the slot has none and ``boot_leader`` is given: ``adopt_leader``), then offer its
+    server as the slot's leader. Returns whether the server stays up (as the leader; the caller stops
+    it otherwise), and what happened, for the trial's summary line."""
     if residency is None or ctx.spec.confirm is None:
         return False, ""
     levels = [combine_repeats(ws) for ws in by_level.values()]
@@ -462,8 +329,12 @@ def follow_up(
     asleep = False
     notes = []
     if skip is None:
+        awake, switched = True, 0.0
+        if boot_leader is not None and residency.leader is None and ctx.stage != "speculative":
+            note, awake, switched = adopt_leader(trial, ctx, residency, server, boot_leader)
+            notes += [note] if note else []
         asleep, p = confirm_trial(
-            trial, ctx, residency, server, by_level, requests_path, timing, record_level
+            trial, ctx, residency, server, by_level, requests_path, timing, record_level, awake, switched
         )
         levels = [combine_repeats(ws) for ws in by_level.values()]
         whom = "alone" if p.leader is None else f"vs #{p.leader}"

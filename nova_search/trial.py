@@ -32,7 +32,7 @@ from nova_search import schema
 from nova_search.analysis import find_saturation
 from nova_search.analysis.dominance import Finished, early_stop
 from nova_search.artifacts import REQUESTS_FILE, upload_files
-from nova_search.confirm import LEADER_REQUESTS_FILE, Residency, follow_up, park_mode
+from nova_search.confirm import LEADER_REQUESTS_FILE, follow_up
 from nova_search.db import retrying
 from nova_search.engine.command import build_launch, new_api_key, served_name
 from nova_search.engine.config import EngineConfig
@@ -45,6 +45,7 @@ from nova_search.loadgen.reference import collect_outputs, reference_prompts
 from nova_search.loadgen.workload import JsonlSource, level_seed, prompt_source
 from nova_search.metrics import LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.placement import server_gpus
+from nova_search.residency import Residency, adopt_tuned, park_mode
 from nova_search.space import Facts, baseline_config, incompatibilities, sample, with_graph_sizes
 from nova_search.spec import StudySpec
 from nova_search.window import keep_requests, run_window, store_levels, warmup_prompts, write_attr
@@ -173,8 +174,12 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     levels: list[LevelResult] = []
     kept, confirmed = False, ""  # the server stays up as the slot's leader (confirm), and what it did
     ctx.servers.add(server)
+
+    def boot_leader(_finished: optuna.trial.FrozenTrial, leader_config: EngineConfig) -> Server:
+        return _boot_leader(trial, ctx, timing, leader_config)
+
     try:
-        adopted = _adopt_tuned(trial, ctx, timing)
+        adopted = adopt_tuned(trial, ctx, boot_leader)
         room = ctx.residency.make_room(ctx, config) if ctx.residency is not None else None
         ctx.reporter.phase(trial.number, "booting")
         server.start()
@@ -205,7 +210,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
             )
 
         kept, confirmed = follow_up(
-            trial, ctx, ctx.residency, server, by_level, requests_path, timing, record_level
+            trial, ctx, ctx.residency, server, by_level, requests_path, timing, record_level, boot_leader
         )
         confirmed = "; ".join(x for x in (adopted, room, confirmed) if x)
         levels = [combine_repeats(ws) for ws in by_level.values()]
@@ -407,44 +412,25 @@ def _server(ctx: TrialContext, config: EngineConfig, gpus: tuple[int, ...], log_
     )
 
 
-def _adopt_tuned(trial: optuna.Trial, ctx: TrialContext, timing: dict[str, float]) -> str | None:
-    """A drafter trial of the speculative stage on a slot with no leader (its worker's first: another
-    worker, or an earlier run, measured the tuned baseline) boots that finished baseline, as it ran,
-    and keeps it as the slot's leader, so the drafter is judged on ABBA pairs with it like the rest.
-    Its boot counts as boot time (``timing["leader_boot_s"]``). A note of what happened, or None."""
-    r = ctx.residency
-    if r is None or r.leader is not None or ctx.stage != "speculative":
-        return None
-    if schema.ROLE.read(trial.user_attrs) == "tuned":
-        return None
-    done = retrying(
-        lambda: trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
-        ctx.storage_retry_s,
-        "read the tuned baseline from",
-    )
-    tuned = next((t for t in done if schema.ROLE.read(t.user_attrs) == "tuned" and t.values), None)
-    config = schema.CONFIG.read(tuned.user_attrs) if tuned is not None else None
-    if tuned is None or config is None:
-        return None
+def _boot_leader(
+    trial: optuna.Trial, ctx: TrialContext, timing: dict[str, float], config: EngineConfig
+) -> Server:
+    """A finished trial's configuration ``config``, booted as it ran to be the slot's leader, its log
+    beside the trial's (``leader-server.log``); its boot counts as boot time (``leader_boot_s``).
+    Raises TrialFailure, its server stopped, when it does not come up."""
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "leader-server.log"
     server = _server(ctx, config, server_gpus(ctx.gpus, config), log_path)
     ctx.servers.add(server)
-    ctx.reporter.phase(trial.number, f"booting the tuned baseline #{tuned.number} as the leader")
     try:
         server.start()
         server.wait_ready()
-    except TrialFailure as e:
+    except TrialFailure:
         server.stop()
         ctx.servers.discard(server)
-        return f"the tuned baseline #{tuned.number} did not boot as the leader ({e.reason}): confirmed alone"
+        raise
     finally:
-        timing["leader_boot_s"] = server.boot_s or 0.0
-    kept, note = r.offer(ctx, tuned.number, server, float(tuned.values[0]), "tuned", asleep=False)
-    if not kept:  # the host cannot hold a sleeper's weights beside the trial
-        server.stop()
-        ctx.servers.discard(server)
-        return note
-    return f"tuned baseline #{tuned.number} booted as the leader"
+        timing["leader_boot_s"] = timing.get("leader_boot_s", 0.0) + (server.boot_s or 0.0)
+    return server
 
 
 def _record_failure(

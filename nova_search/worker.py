@@ -44,7 +44,6 @@ from sqlalchemy import bindparam, text
 
 from nova_search import schema
 from nova_search.artifacts import filesystem_store
-from nova_search.confirm import Residency
 from nova_search.db import (
     LevelStore,
     StorageLock,
@@ -58,6 +57,7 @@ from nova_search.engine.command import engine_prefix, unresolved_references
 from nova_search.errors import EngineError, TrialFailure
 from nova_search.metrics import LevelResult
 from nova_search.placement import FittingSampler, NoSlot, Placement, ask_fitting, place, queued_gpus
+from nova_search.residency import Residency
 from nova_search.space import host_facts
 from nova_search.spec import StudySpec
 from nova_search.stages import stage_plan

@@ -2,7 +2,7 @@
 never came up, and the rest (reference outputs, warmups, pauses between windows, teardown).
 
 Each launched trial stores ``schema.TIMING``: ``boot_s`` (launch to healthy; absent when the server
-never came up; ``leader_boot_s`` besides where it booted the tuned baseline as its leader),
+never came up; ``leader_boot_s`` besides where it booted its slot's leader),
 ``measure_s`` (the sum of its measurement windows) and ``total_s`` (launch to teardown). A trial's
 seconds count once per GPU its server held (``EngineConfig.gpus``: tensor parallel size). A trial
 pruned before launch holds no GPU and counts nothing. For a study on vLLM's CPU build
@@ -95,7 +95,7 @@ def trial_gpu_time(t: TrialResult) -> dict[str, float]:
     if "boot_s" not in t.timing:
         out["failed_boot"] = total * gpus
         return out
-    # a trial that booted the tuned baseline as its slot's leader (trial._adopt_tuned) booted twice
+    # a trial that booted its slot's leader (residency.adopt_tuned / adopt_leader) booted twice
     boot = min(t.timing["boot_s"] + t.timing.get("leader_boot_s", 0.0), total)
     windows = min(t.timing.get("measure_s", 0.0), total - boot)
     out.update(windows=windows * gpus, boot=boot * gpus, other=(total - boot - windows) * gpus)

@@ -2,7 +2,8 @@
 baseline measured by one worker (--max-trials 1); the next worker's first drafter trial boots that
 baseline beside it as the leader and is measured again in ABBA pairs against it. The CPU build has no
 sleep mode, so the leader waits awake beside the trial (park: auto -> keep), and no server outlives the
-worker. (The tune stage confirms against its best trial by the same code: test_confirm_standin.)"""
+worker. (The tune stage confirms against its best trial by the same code, and a worker's first
+confirmed trial there boots the study's best by the same boot as here: test_confirm_standin.)"""
 
 from __future__ import annotations
 

@@ -183,3 +183,46 @@ def test_a_workers_first_drafter_trial_boots_the_tuned_baseline_as_its_leader(tm
     (drafter,) = verdict_of(results).drafters
     assert all(g.paired and g.n_tuned == 3 for g in drafter.per_level)
     assert not any("unpaired" in n for n in verdict_of(results).notes)
+
+
+@pytest.mark.parametrize("park", ["sleep", "keep"])
+def test_a_workers_first_confirmed_trial_boots_the_studys_best_as_its_leader(tmp_path, park):
+    """One worker measures a trial and stops (--max-trials 1); the next worker's first trial has no
+    leader on its slot, so before its pairs it boots the study's best finished trial, as it ran (its
+    own server asleep meanwhile, in sleep mode), and is measured against it, not alone."""
+    record = tmp_path / "engines.jsonl"
+    raw = fake_spec_dict(
+        2,
+        name=f"study-leader-{park}",
+        sweep={"concurrency": [1, 4], "warmup_requests": 1, "requests": 8},
+        confirm={"min_pairs": 2, "max_pairs": 2, "park": park, "near": 0.9, "host_reserve_gib": 0},
+    )
+    raw["engine"]["device"] = "cuda"  # sleep mode is refused on the CPU build; the stand-in has it
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    url = f"sqlite:///{tmp_path}/s.db"
+    env = {"FAKE_ENGINE_RECORD": str(record), "FAKE_ENGINE_ITL_S": "0.004"}
+    art = str(tmp_path / "art")
+    nova_ok("create", str(spec), "--storage", url)
+    first_out = nova_ok(
+        "worker", raw["name"], "--storage", url, "--artifacts-dir", art, "--max-trials", "1", env=env
+    )
+    assert "booted as the leader" not in first_out  # the study's first trial: nothing to adopt
+    out = nova_ok("worker", raw["name"], "--storage", url, "--artifacts-dir", art, env=env)
+    assert "the study's best #0 booted as the leader" in out
+
+    first, second = optuna.load_study(study_name=raw["name"], storage=url).get_trials()
+    assert first.state == second.state == COMPLETE
+    assert schema.PAIRED.read(first.user_attrs).leader is None  # confirmed alone
+    p = schema.PAIRED.read(second.user_attrs)
+    assert p is not None and p.leader == 0 and p.pairs == 2 and p.park == park
+    assert all(len(lead) == len(mine) == 2 for lead, mine in p.levels.values())
+    assert schema.TIMING.read(second.user_attrs)["leader_boot_s"] > 0  # counted as boot time
+    assert (tmp_path / "art" / raw["name"] / "trial-0001" / "leader-server.log").exists()
+    lives = engine_records(record)
+    assert len(lives) == 3 and all(life.stop is not None for life in lives)  # none outlived its worker
+    if park == "sleep":
+        assert _awake_at_once(record) == 1  # the trial slept while the leader booted beside it
+        assert (p.switch_s > 0) and "sleep" in record.read_text()
+    else:
+        assert "sleep" not in record.read_text()

@@ -8,19 +8,12 @@ from itertools import pairwise
 import pytest
 
 from nova_search import schema
-from nova_search.confirm import (
-    Residency,
-    Resident,
-    dominated_by,
-    leader_first,
-    pair_schedule,
-    park_mode,
-    settled,
-)
+from nova_search.confirm import dominated_by, leader_first, pair_schedule, settled
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError
 from nova_search.objectives import Objective
 from nova_search.records import Paired
+from nova_search.residency import Residency, Resident, park_mode
 from nova_search.space import Facts
 from nova_search.spec import parse_spec
 from tests.support.builders import level

@@ -1,0 +1,268 @@
+"""A slot's resident leader (``spec.confirm``): the server that trials are measured against, kept up
+between them (asleep in vLLM's sleep mode on a GPU, awake beside the trial on the CPU build), its budget
+of GPU and host memory, and how a slot with none adopts one: the study's best finished trial, or in the
+speculative stage the tuned baseline, booted as it ran. How trials are measured against it:
+``confirm``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import optuna
+
+from nova_search import schema
+from nova_search.db import retrying
+from nova_search.engine import sleep as sleep_mode
+from nova_search.engine.config import EngineConfig
+from nova_search.engine.server import Server
+from nova_search.errors import TrialFailure
+from nova_search.space import Facts
+from nova_search.spec import StudySpec
+
+log = logging.getLogger(__name__)
+
+GIB = 1024**3
+#: free GPU memory kept beyond a trial's gpu_memory_utilization share when it boots beside a sleeper
+BOOT_MARGIN_BYTES = GIB
+#: vLLM's default gpu_memory_utilization, for a trial that does not set it
+DEFAULT_GPU_SHARE = 0.9
+
+
+class Context(Protocol):
+    """What confirmation reads of the trial's context (``trial.TrialContext``)."""
+
+    spec: StudySpec
+    facts: Facts
+    gpus: tuple[int, ...]
+    stage: str
+    storage_retry_s: float
+    servers: set[Server]
+
+    @property
+    def reporter(self) -> Any: ...
+
+
+def park_mode(spec: StudySpec) -> str | None:
+    """How the leader waits between windows: sleep, keep, or None without ``confirm``."""
+    if spec.confirm is None:
+        return None
+    if spec.confirm.park != "auto":
+        return spec.confirm.park
+    return "keep" if spec.engine.device == "cpu" else "sleep"
+
+
+def better(value: float, than: float, maximize: bool) -> bool:
+    return value > than if maximize else value < than
+
+
+@dataclass
+class Resident:
+    server: Server
+    number: int
+    stage: str
+    #: its first objective's value
+    value: float
+    asleep: bool = False
+
+
+class Residency:
+    """A slot's leader, kept up between trials (at most one). Not thread-safe: one per slot."""
+
+    def __init__(self, mode: str, reserve_bytes: int) -> None:
+        self.mode = mode
+        self.reserve_bytes = reserve_bytes
+        self.leader: Resident | None = None
+
+    @classmethod
+    def of(cls, spec: StudySpec) -> Residency | None:
+        """A slot's residency under ``spec.confirm``; None without it."""
+        mode = park_mode(spec)
+        if mode is None or spec.confirm is None:
+            return None
+        return cls(mode, int(spec.confirm.host_reserve_gib * GIB))
+
+    def let_go(self, servers: set[Server], why: str) -> str:
+        r = self.leader
+        assert r is not None
+        self.leader = None
+        servers.discard(r.server)
+        r.server.stop()
+        log.info("leader #%s let go: %s", r.number, why)
+        return f"leader #{r.number} let go: {why}"
+
+    def close(self, servers: set[Server]) -> None:
+        if self.leader is not None:
+            self.let_go(servers, "the worker is done")
+
+    def make_room(self, ctx: Context, config: EngineConfig) -> str | None:
+        """Before a boot on this slot: let the leader go when the new server would not fit beside it
+        (or it belongs to another stage). A note when it was let go."""
+        r = self.leader
+        if r is None:
+            return None
+        if r.stage != ctx.stage:
+            return self.let_go(ctx.servers, f"the stage changed ({r.stage} -> {ctx.stage})")
+        if not r.server.alive():
+            return self.let_go(ctx.servers, "its server exited")
+        short = self.no_room(ctx, config)
+        return None if short is None else self.let_go(ctx.servers, short)
+
+    def no_room(self, ctx: Context, config: EngineConfig) -> str | None:
+        """Why a server of ``config`` would not fit beside the one already on the slot (the host under
+        ``host_reserve_gib``, or its GPUs short of its share and a margin); None when it fits."""
+        available = sleep_mode.host_available_bytes()
+        if available is not None and available < self.reserve_bytes:
+            return f"the host has {available / GIB:.1f} GiB available, under confirm.host_reserve_gib"
+        total = ctx.facts.device_memory_bytes
+        free = sleep_mode.gpu_free_bytes(ctx.gpus) if ctx.spec.engine.device == "cuda" else None
+        if free and total:
+            share = config.gpu_memory_utilization or DEFAULT_GPU_SHARE
+            need = share * total + BOOT_MARGIN_BYTES
+            short = sorted(g for g, b in free.items() if b < need)
+            if short:
+                g = short[0]
+                return (
+                    f"gpu_memory_utilization {share:g} needs {need / GIB:.1f} GiB of GPU {g}, which has "
+                    f"{free[g] / GIB:.1f} GiB free beside it"
+                )
+        return None
+
+    def no_room_for_weights(self, ctx: Context) -> str | None:
+        """Why the host cannot back up one more sleeper's weights and keep ``host_reserve_gib``; None
+        when it can (or the server will not sleep)."""
+        if self.mode != "sleep" or ctx.facts.model_shape is None:
+            return None
+        weights = ctx.facts.model_shape.weight_bytes()
+        available = sleep_mode.host_available_bytes()
+        if available is not None and available - weights < self.reserve_bytes:
+            return (
+                f"its weights ({weights / GIB:.1f} GiB) would leave the host under "
+                f"confirm.host_reserve_gib ({available / GIB:.1f} GiB available)"
+            )
+        return None
+
+    def offer(
+        self, ctx: Context, number: int, server: Server, value: float, role: str, asleep: bool
+    ) -> tuple[bool, str | None]:
+        """Whether the trial's server stays as the slot's leader (its caller must not stop it then),
+        and a note of what happened to the leader."""
+        r = self.leader
+        maximize = ctx.spec.objectives[0].direction == "maximize"
+        if ctx.stage == "speculative":
+            take = role == "tuned"  # speculative gains are measured against the tuned baseline
+        else:
+            take = r is None or better(value, r.value, maximize)
+        if not take:
+            return False, None
+        short = self.no_room_for_weights(ctx)
+        if short is not None:
+            return False, f"#{number} not kept as the leader: {short}"
+        if r is None:
+            note = None
+        elif ctx.stage == "speculative":
+            note = self.let_go(ctx.servers, f"#{number} is the tuned baseline")
+        else:  # higher by its windows' median, whether or not the pairs separated
+            note = self.let_go(ctx.servers, f"#{number} measured {value:.6g} against its {r.value:.6g}")
+        if self.mode == "sleep" and not asleep:
+            sleep_mode.sleep(server.base_url)
+        self.leader = Resident(server, number, ctx.stage, value, asleep=self.mode == "sleep")
+        ctx.servers.add(server)
+        return True, note
+
+
+#: boots a finished trial's configuration, as it ran, to be the slot's leader (``trial._boot_leader``):
+#: its server, up; raises TrialFailure (its server stopped) when it does not come up
+BootLeader = Callable[[optuna.trial.FrozenTrial, EngineConfig], Server]
+
+
+def study_leader(trial: optuna.Trial, ctx: Context) -> optuna.trial.FrozenTrial | None:
+    """The study's best finished feasible trial on the first objective, other than ``trial`` and with
+    its configuration stored; None when there is none (the study's first trial)."""
+    done = retrying(
+        lambda: trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
+        ctx.storage_retry_s,
+        "read the finished trials from",
+    )
+    maximize = ctx.spec.objectives[0].direction == "maximize"
+    best = None
+    for t in done:
+        if t.number == trial.number or not t.values or schema.CONFIG.read(t.user_attrs) is None:
+            continue
+        if any(v > 0.0 for v in t.constraints.values()):
+            continue
+        if best is None or better(t.values[0], best.values[0], maximize):
+            best = t
+    return best
+
+
+def adopt_leader(
+    trial: optuna.Trial, ctx: Context, residency: Residency, server: Server, boot: BootLeader
+) -> tuple[str, bool, float]:
+    """A trial to be confirmed on a slot with no leader boots the study's best finished trial beside it
+    as the leader (its server sleeps first, in sleep mode), so that its pairs are with the study's front.
+    Returns a note, whether the trial's server is awake, and the seconds its sleep and wake took. Where
+    there is no finished trial, no room beside the trial, or the leader does not boot, the trial is
+    awake again and confirmed alone, and the note says why."""
+    best = study_leader(trial, ctx)
+    config = schema.CONFIG.read(best.user_attrs) if best is not None else None
+    if best is None or config is None:
+        return "", True, 0.0
+    short = residency.no_room_for_weights(ctx)
+    if short is not None:
+        return f"#{best.number} not booted as the leader: {short}", True, 0.0
+    sleeps = residency.mode == "sleep"
+    switched = sleep_mode.sleep(server.base_url) if sleeps else 0.0
+    short = residency.no_room(ctx, config)
+    why = f"#{best.number} not booted as the leader: {short}" if short else ""
+    if not why:
+        ctx.reporter.phase(trial.number, f"booting the study's best #{best.number} as the leader")
+        try:
+            leader = boot(best, config)
+        except TrialFailure as e:
+            why = f"#{best.number} did not boot as the leader ({e.reason}): confirmed alone"
+        else:
+            residency.leader = Resident(leader, best.number, ctx.stage, float(best.values[0]))
+            ctx.servers.add(leader)
+            return f"the study's best #{best.number} booted as the leader", not sleeps, switched
+    if sleeps:
+        switched += sleep_mode.wake_up(server.base_url)
+    return why, True, switched
+
+
+class _Slot(Context, Protocol):
+    residency: Residency | None
+
+
+def adopt_tuned(trial: optuna.Trial, ctx: _Slot, boot: BootLeader) -> str | None:
+    """A drafter trial of the speculative stage on a slot with no leader (its worker's first: another
+    worker, or an earlier run, measured the tuned baseline) boots that finished baseline, as it ran,
+    and keeps it as the slot's leader, asleep, so the drafter is judged on ABBA pairs with it like the
+    rest. A note of what happened, or None."""
+    r = ctx.residency
+    if r is None or r.leader is not None or ctx.stage != "speculative":
+        return None
+    if schema.ROLE.read(trial.user_attrs) == "tuned":
+        return None
+    done = retrying(
+        lambda: trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
+        ctx.storage_retry_s,
+        "read the tuned baseline from",
+    )
+    tuned = next((t for t in done if schema.ROLE.read(t.user_attrs) == "tuned" and t.values), None)
+    config = schema.CONFIG.read(tuned.user_attrs) if tuned is not None else None
+    if tuned is None or config is None:
+        return None
+    ctx.reporter.phase(trial.number, f"booting the tuned baseline #{tuned.number} as the leader")
+    try:
+        server = boot(tuned, config)
+    except TrialFailure as e:
+        return f"the tuned baseline #{tuned.number} did not boot as the leader ({e.reason}): confirmed alone"
+    kept, note = r.offer(ctx, tuned.number, server, float(tuned.values[0]), "tuned", asleep=False)
+    if not kept:  # the host cannot hold a sleeper's weights beside the trial
+        server.stop()
+        ctx.servers.discard(server)
+        return note
+    return f"tuned baseline #{tuned.number} booted as the leader"
