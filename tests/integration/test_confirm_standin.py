@@ -41,6 +41,19 @@ def _run(tmp_path, raw: dict, env: dict[str, str]) -> str:
     return url
 
 
+def _confirm_spec(n_trials: int, name: str, **confirm: object) -> dict:
+    """The stand-in's spec, levels 1 and 4, with ``confirm``; on "cuda" (sleep mode is refused on the
+    CPU build; the stand-in has it)."""
+    raw = fake_spec_dict(
+        n_trials,
+        name=name,
+        sweep={"concurrency": [1, 4], "warmup_requests": 1, "requests": 8},
+        confirm={"host_reserve_gib": 0, **confirm},
+    )
+    raw["engine"]["device"] = "cuda"
+    return raw
+
+
 def _awake_at_once(record) -> int:
     """The most servers awake at one time, from the stand-in's start / sleep / wake / stop lines."""
     rows = sorted((json.loads(line) for line in record.read_text().splitlines()), key=lambda r: r["t"])
@@ -58,13 +71,7 @@ def _awake_at_once(record) -> int:
 @pytest.mark.parametrize("park", ["sleep", "keep"])
 def test_trials_near_the_front_are_measured_again_against_a_resident_leader(tmp_path, park):
     record = tmp_path / "engines.jsonl"
-    raw = fake_spec_dict(
-        4,
-        name=f"confirm-{park}",
-        sweep={"concurrency": [1, 4], "warmup_requests": 1, "requests": 8},
-        confirm={"min_pairs": 2, "max_pairs": 3, "park": park, "near": 0.5, "host_reserve_gib": 0},
-    )
-    raw["engine"]["device"] = "cuda"  # sleep mode is refused on the CPU build; the stand-in has it
+    raw = _confirm_spec(4, f"confirm-{park}", min_pairs=2, max_pairs=3, park=park, near=0.5)
     url = _run(tmp_path, raw, {"FAKE_ENGINE_RECORD": str(record), "FAKE_ENGINE_ITL_S": "0.004"})
     trials = optuna.load_study(study_name=raw["name"], storage=url).get_trials()
     assert [t.state for t in trials] == [COMPLETE] * 4
@@ -191,13 +198,7 @@ def test_a_workers_first_confirmed_trial_boots_the_studys_best_as_its_leader(tmp
     leader on its slot, so before its pairs it boots the study's best finished trial, as it ran (its
     own server asleep meanwhile, in sleep mode), and is measured against it, not alone."""
     record = tmp_path / "engines.jsonl"
-    raw = fake_spec_dict(
-        2,
-        name=f"study-leader-{park}",
-        sweep={"concurrency": [1, 4], "warmup_requests": 1, "requests": 8},
-        confirm={"min_pairs": 2, "max_pairs": 2, "park": park, "near": 0.9, "host_reserve_gib": 0},
-    )
-    raw["engine"]["device"] = "cuda"  # sleep mode is refused on the CPU build; the stand-in has it
+    raw = _confirm_spec(2, f"study-leader-{park}", min_pairs=2, max_pairs=2, park=park, near=0.9)
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(raw))
     url = f"sqlite:///{tmp_path}/s.db"
