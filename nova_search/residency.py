@@ -204,13 +204,16 @@ def adopt_leader(
     """A trial to be confirmed on a slot with no leader boots the study's best finished trial beside it
     as the leader (its server sleeps first, in sleep mode), so that its pairs are with the study's front.
     Returns a note, whether the trial's server is awake, and the seconds its sleep and wake took. Where
-    there is no finished trial, no room beside the trial, or the leader does not boot, the trial is
-    awake again and confirmed alone, and the note says why."""
+    there is no finished trial, no room beside the trial (host memory for a sleeper's weights, the
+    trial's GPUs for its share, or fewer GPUs than it ran on), or the leader does not boot, the trial
+    is awake and confirmed alone, and the note says why."""
     best = study_leader(trial, ctx)
     config = schema.CONFIG.read(best.user_attrs) if best is not None else None
     if best is None or config is None:
         return "", True, 0.0
     short = residency.no_room_for_weights(ctx)
+    if short is None and ctx.gpus and config.gpus > len(ctx.gpus):  # (no GPUs: the CPU build)
+        short = f"it ran on {config.gpus} GPUs, the trial's server has {len(ctx.gpus)}"
     if short is not None:
         return f"#{best.number} not booted as the leader: {short}", True, 0.0
     sleeps = residency.mode == "sleep"

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from itertools import pairwise
 
+import optuna
 import pytest
 
 from nova_search import schema
 from nova_search.confirm import dominated_by, leader_first, pair_schedule, settled
 from nova_search.engine.config import EngineConfig
-from nova_search.errors import SpecError
+from nova_search.errors import SpecError, TrialFailure
 from nova_search.objectives import Objective
 from nova_search.records import Paired
-from nova_search.residency import Residency, Resident, park_mode
+from nova_search.residency import Residency, Resident, adopt_leader, park_mode
 from nova_search.space import Facts
 from nova_search.spec import parse_spec
 from tests.support.builders import level
@@ -172,3 +173,103 @@ def test_a_trial_that_measured_higher_takes_the_leaders_place_and_the_note_gives
     assert kept and note == "leader #3 let go: #5 measured 1012.5 against its 1000"
     assert old.stopped and old not in ctx.servers and higher in ctx.servers
     assert r.leader.number == 5 and r.leader.asleep and asleep == ["http://127.0.0.1:9"]
+
+
+# -------------------------------------------------------- a slot with no leader adopts the study's best
+
+
+class _Reporter:
+    def __init__(self) -> None:
+        self.phases: list[str] = []
+
+    def phase(self, number: int, text: str) -> None:
+        self.phases.append(text)
+
+
+def _study_with_finished(*finished: tuple[float, EngineConfig, float]) -> optuna.Trial:
+    """An in-memory two-objective study with finished trials (throughput, config, constraint value),
+    and a running trial to adopt a leader for."""
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    for value, config, violation in finished:
+        study.add_trial(
+            optuna.trial.create_trial(
+                values=[value, 100.0],
+                user_attrs={schema.CONFIG.key: schema.CONFIG.encode(config)},
+                system_attrs={"constraints": [violation]},
+            )
+        )
+    return study.ask()
+
+
+def _adoption(monkeypatch, free_gib: float = 137.0) -> tuple[Residency, _Ctx, list[str]]:
+    from nova_search.engine import sleep as sleep_mode
+
+    calls: list[str] = []
+    monkeypatch.setattr(sleep_mode, "gpu_free_bytes", lambda gpus: {g: int(free_gib * GIB) for g in gpus})
+    monkeypatch.setattr(sleep_mode, "host_available_bytes", lambda: 100 * GIB)
+    monkeypatch.setattr(sleep_mode, "sleep", lambda url, level=1: calls.append("sleep") or 3.0)
+    monkeypatch.setattr(sleep_mode, "wake_up", lambda url: calls.append("wake") or 0.8)
+    ctx = _Ctx()
+    ctx.reporter = _Reporter()
+    return Residency("sleep", 8 * GIB), ctx, calls
+
+
+def _trial_server() -> _Server:
+    server = _Server()
+    server.base_url = "http://127.0.0.1:9"  # type: ignore[attr-defined]
+    return server
+
+
+def test_a_slot_with_no_leader_boots_the_studys_best_feasible_trial_beside_the_sleeping_trial(monkeypatch):
+    r, ctx, calls = _adoption(monkeypatch)
+    best = EngineConfig(max_num_seqs=64, gpu_memory_utilization=0.9)
+    trial = _study_with_finished(
+        (900.0, EngineConfig(max_num_seqs=8), 0.0),
+        (1000.0, best, 0.0),
+        (1500.0, EngineConfig(max_num_seqs=256), 1.0),  # higher, but it breaks a constraint
+    )
+    booted: list[tuple[int, EngineConfig]] = []
+    leader = _Server()
+
+    def boot(finished, config):
+        booted.append((finished.number, config))
+        return leader
+
+    note, awake, switched = adopt_leader(trial, ctx, r, _trial_server(), boot)  # type: ignore[arg-type]
+    assert booted == [(1, best)] and calls == ["sleep"]  # the trial slept first, then #1 booted as it ran
+    assert note == "the study's best #1 booted as the leader" and not awake and switched == 3.0
+    assert r.leader is not None and r.leader.number == 1 and r.leader.value == 1000.0 and not r.leader.asleep
+    assert leader in ctx.servers and ctx.reporter.phases == ["booting the study's best #1 as the leader"]
+
+
+def test_a_slot_adopts_nothing_in_a_study_with_no_finished_trial(monkeypatch):
+    r, ctx, calls = _adoption(monkeypatch)
+    note, awake, switched = adopt_leader(  # type: ignore[arg-type]
+        _study_with_finished(), ctx, r, _trial_server(), lambda *a: pytest.fail("booted")
+    )
+    assert (note, awake, switched, calls, r.leader) == ("", True, 0.0, [], None)
+
+
+def test_the_trial_is_confirmed_alone_when_the_best_cannot_boot_beside_it(monkeypatch):
+    # no room on the GPU once the trial sleeps: the trial is woken again, nothing boots
+    r, ctx, calls = _adoption(monkeypatch, free_gib=100.0)
+    trial = _study_with_finished((1000.0, EngineConfig(gpu_memory_utilization=0.9), 0.0))
+    note, awake, switched = adopt_leader(trial, ctx, r, _trial_server(), lambda *a: pytest.fail("booted"))  # type: ignore[arg-type]
+    assert note.startswith("#0 not booted as the leader: gpu_memory_utilization 0.9 needs 127.0 GiB")
+    assert awake and calls == ["sleep", "wake"] and switched == pytest.approx(3.8) and r.leader is None
+    # it ran on more GPUs than the trial's server has: not even the sleep
+    r, ctx, calls = _adoption(monkeypatch)
+    trial = _study_with_finished((1000.0, EngineConfig(tensor_parallel_size=2), 0.0))
+    note, awake, _ = adopt_leader(trial, ctx, r, _trial_server(), lambda *a: pytest.fail("booted"))  # type: ignore[arg-type]
+    assert note == "#0 not booted as the leader: it ran on 2 GPUs, the trial's server has 1"
+    assert awake and calls == [] and r.leader is None
+
+    # it does not come up: the trial is woken again and the note gives the reason
+    def fails(finished, config):
+        raise TrialFailure("boot-timeout", "no /health in 30 s")
+
+    r, ctx, calls = _adoption(monkeypatch)
+    trial = _study_with_finished((1000.0, EngineConfig(), 0.0))
+    note, awake, _ = adopt_leader(trial, ctx, r, _trial_server(), fails)  # type: ignore[arg-type]
+    assert note == "#0 did not boot as the leader (boot-timeout): confirmed alone"
+    assert awake and calls == ["sleep", "wake"] and r.leader is None
