@@ -60,7 +60,7 @@ from nova_search.loadgen.client import Target
 from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.metrics import LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.records import Paired
-from nova_search.residency import BootLeader, Context, Residency, adopt_leader
+from nova_search.residency import BootLeader, Context, Residency, adopt_leader, feasible, finished_trials
 from nova_search.window import headline, keep_requests, run_window, store_levels, warmup_prompts, write_attr
 
 log = logging.getLogger(__name__)
@@ -147,14 +147,9 @@ def wants_confirmation(trial: optuna.Trial, ctx: Context, levels: Sequence[Level
     if ctx.stage == "speculative":
         return None
     finished = []
-    done = retrying(
-        lambda: trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
-        ctx.storage_retry_s,
-        "read the finished trials from",
-    )
-    for t in done:
+    for t in finished_trials(trial, ctx.storage_retry_s, "read the finished trials from"):
         other = schema.LEVELS.read(t.user_attrs)
-        if other and t.number != trial.number and all(v <= 0.0 for v in t.constraints.values()):
+        if other and feasible(t):
             finished.append((t.number, other))
     by = dominated_by(levels, finished, spec.objectives, spec.confirm.near)
     return None if by is None else f"#{by} beat it by more than confirm.near at every level"

@@ -175,23 +175,32 @@ class Residency:
 
 #: boots a finished trial's configuration, as it ran, to be the slot's leader (``trial._boot_leader``):
 #: its server, up; raises TrialFailure (its server stopped) when it does not come up
-BootLeader = Callable[[optuna.trial.FrozenTrial, EngineConfig], Server]
+BootLeader = Callable[[EngineConfig], Server]
+
+
+def finished_trials(trial: optuna.Trial, retry_s: float, what: str) -> list[optuna.trial.FrozenTrial]:
+    """The COMPLETE trials of ``trial``'s study other than it, read through a database restart
+    (``what``: the read, for the error if the storage stays away)."""
+    done = retrying(
+        lambda: trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
+        retry_s,
+        what,
+    )
+    return [t for t in done if t.number != trial.number]
+
+
+def feasible(t: optuna.trial.FrozenTrial) -> bool:
+    """Whether a finished trial met every constraint."""
+    return all(v <= 0.0 for v in t.constraints.values())
 
 
 def study_leader(trial: optuna.Trial, ctx: Context) -> optuna.trial.FrozenTrial | None:
     """The study's best finished feasible trial on the first objective, other than ``trial`` and with
     its configuration stored; None when there is none (the study's first trial)."""
-    done = retrying(
-        lambda: trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
-        ctx.storage_retry_s,
-        "read the finished trials from",
-    )
     maximize = ctx.spec.objectives[0].direction == "maximize"
     best = None
-    for t in done:
-        if t.number == trial.number or not t.values or schema.CONFIG.read(t.user_attrs) is None:
-            continue
-        if any(v > 0.0 for v in t.constraints.values()):
+    for t in finished_trials(trial, ctx.storage_retry_s, "read the finished trials from"):
+        if not t.values or schema.CONFIG.read(t.user_attrs) is None or not feasible(t):
             continue
         if best is None or better(t.values[0], best.values[0], maximize):
             best = t
@@ -223,7 +232,7 @@ def adopt_leader(
     if not why:
         ctx.reporter.phase(trial.number, f"booting the study's best #{best.number} as the leader")
         try:
-            leader = boot(best, config)
+            leader = boot(config)
         except TrialFailure as e:
             why = f"#{best.number} did not boot as the leader ({e.reason}): confirmed alone"
         else:
@@ -249,18 +258,14 @@ def adopt_tuned(trial: optuna.Trial, ctx: _Slot, boot: BootLeader) -> str | None
         return None
     if schema.ROLE.read(trial.user_attrs) == "tuned":
         return None
-    done = retrying(
-        lambda: trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)),
-        ctx.storage_retry_s,
-        "read the tuned baseline from",
-    )
+    done = finished_trials(trial, ctx.storage_retry_s, "read the tuned baseline from")
     tuned = next((t for t in done if schema.ROLE.read(t.user_attrs) == "tuned" and t.values), None)
     config = schema.CONFIG.read(tuned.user_attrs) if tuned is not None else None
     if tuned is None or config is None:
         return None
     ctx.reporter.phase(trial.number, f"booting the tuned baseline #{tuned.number} as the leader")
     try:
-        server = boot(tuned, config)
+        server = boot(config)
     except TrialFailure as e:
         return f"the tuned baseline #{tuned.number} did not boot as the leader ({e.reason}): confirmed alone"
     kept, note = r.offer(ctx, tuned.number, server, float(tuned.values[0]), "tuned", asleep=False)

@@ -175,7 +175,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     kept, confirmed = False, ""  # the server stays up as the slot's leader (confirm), and what it did
     ctx.servers.add(server)
 
-    def boot_leader(_finished: optuna.trial.FrozenTrial, leader_config: EngineConfig) -> Server:
+    def boot_leader(leader_config: EngineConfig) -> Server:
         return _boot_leader(trial, ctx, timing, leader_config)
 
     try:

@@ -228,15 +228,15 @@ def test_a_slot_with_no_leader_boots_the_studys_best_feasible_trial_beside_the_s
         (1000.0, best, 0.0),
         (1500.0, EngineConfig(max_num_seqs=256), 1.0),  # higher, but it breaks a constraint
     )
-    booted: list[tuple[int, EngineConfig]] = []
+    booted: list[EngineConfig] = []
     leader = _Server()
 
-    def boot(finished, config):
-        booted.append((finished.number, config))
+    def boot(config):
+        booted.append(config)
         return leader
 
     note, awake, switched = adopt_leader(trial, ctx, r, _trial_server(), boot)  # type: ignore[arg-type]
-    assert booted == [(1, best)] and calls == ["sleep"]  # the trial slept first, then #1 booted as it ran
+    assert booted == [best] and calls == ["sleep"]  # the trial slept first, then #1 booted as it ran
     assert note == "the study's best #1 booted as the leader" and not awake and switched == 3.0
     assert r.leader is not None and r.leader.number == 1 and r.leader.value == 1000.0 and not r.leader.asleep
     assert leader in ctx.servers and ctx.reporter.phases == ["booting the study's best #1 as the leader"]
@@ -265,7 +265,7 @@ def test_the_trial_is_confirmed_alone_when_the_best_cannot_boot_beside_it(monkey
     assert awake and calls == [] and r.leader is None
 
     # it does not come up: the trial is woken again and the note gives the reason
-    def fails(finished, config):
+    def fails(config):
         raise TrialFailure("boot-timeout", "no /health in 30 s")
 
     r, ctx, calls = _adoption(monkeypatch)
