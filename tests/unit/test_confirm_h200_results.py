@@ -96,12 +96,12 @@ def test_a_sleeping_leader_held_1_3_gib_of_the_gpu_and_nothing_was_left_at_the_e
 SECOND = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm-2"
 
 
-def _sleeps(session: int, trials: range) -> dict[int, int]:
+def _sleeps(session: int, trials: range, name: str = "server.log") -> dict[int, int]:
     """How many times each trial's server fell asleep, from its vLLM log in the session's logs."""
     counts = {}
     with tarfile.open(SECOND / f"server-logs-session{session}.tgz") as tar:
         for trial in trials:
-            log = tar.extractfile(f"artifacts/h200-qwen3-8b-confirm/trial-{trial:04d}/server.log")
+            log = tar.extractfile(f"artifacts/h200-qwen3-8b-confirm/trial-{trial:04d}/{name}")
             assert log is not None
             counts[trial] = log.read().decode().count("seconds to fall asleep")
     return counts
@@ -110,9 +110,9 @@ def _sleeps(session: int, trials: range) -> dict[int, int]:
 def test_the_second_study_pairs_with_one_switch_a_pair() -> None:
     results = load_results("h200-qwen3-8b-confirm", f"sqlite:///{SECOND / 'study.db'}")
     trials = results.trials
-    assert [t.state for t in trials] == ["COMPLETE"] * 9 and trials[0].role == "stock"
-    # each session's worker started with no leader: its first trial was confirmed alone (before
-    # commit e55d29d, which boots the study's best as the leader there)
+    assert [t.state for t in trials] == ["COMPLETE"] * 12 and trials[0].role == "stock"
+    # sessions 1 and 2's workers started with no leader: their first trials were confirmed alone;
+    # session 3's (commit e55d29d) booted the study's best, trial 1, as the leader of its first (9)
     assert all(trials[n].paired is not None and trials[n].paired.leader is None for n in (0, 4))
     assert trials[7].paired is None  # not confirmed: trial 5 beat it by more than confirm.near
     pairs, leaders = {}, {}
@@ -122,8 +122,9 @@ def test_the_second_study_pairs_with_one_switch_a_pair() -> None:
         p = t.paired
         assert p is not None and p.park == "sleep"
         pairs[t.number], leaders[t.number] = p.pairs, p.leader
-    assert leaders == {1: 0, 2: 1, 3: 1, 5: 4, 6: 5, 8: 6}
-    assert pairs == {1: 3, 2: 3, 3: 4, 5: 4, 6: 4, 8: 4}
+    assert leaders == {1: 0, 2: 1, 3: 1, 5: 4, 6: 5, 8: 6, 9: 1, 10: 9, 11: 10}
+    assert pairs == {1: 3, 2: 3, 3: 4, 5: 4, 6: 4, 8: 4, 9: 4, 10: 4, 11: 3}
+    assert trials[9].timing.get("leader_boot_s", 0) > 0
     # one switch a pair: a side sleeps n // 2 + 1 times in n pairs (one window at a time, it was twice
     # a pair: each side, each level); a trial that ends its odd pairs awake sleeps once more to lead
     first, second = _sleeps(1, range(4)), _sleeps(2, range(4, 9))
@@ -134,14 +135,19 @@ def test_the_second_study_pairs_with_one_switch_a_pair() -> None:
     # session 2: trial 4 confirmed alone (no switch), slept once to lead, 3 as the leader of 5 (4 pairs);
     # 5 and 6: 3 as the trial (4 pairs, ending asleep) and 3 as the leader of the next; 7 never slept
     assert second == {4: 1 + 3, 5: 3 + 3, 6: 3 + 3, 7: 0, 8: 3}
+    # session 3: 9 slept 3 times as the trial (4 pairs; the first to make room for trial 1's boot) and 3
+    # as the leader of 10; 10: 3 and 2 as the leader of 11 (3 pairs); 11 ends its 3 pairs awake: 2 + 1
+    assert _sleeps(3, range(9, 12)) == {9: 3 + 3, 10: 3 + 2, 11: 2 + 1}
+    # trial 1, booted again as 9's leader, slept 3 times in 4 pairs
+    assert _sleeps(3, range(9, 10), "leader-server.log") == {9: 3}
 
 
-def _first_sleeps(session: int, trials: range) -> list[float]:
+def _first_sleeps(session: int, trials: range, name: str = "server.log") -> list[float]:
     """Each trial's first sleep in seconds, from vLLM's "It took X seconds to fall asleep" lines."""
     firsts = []
     with tarfile.open(SECOND / f"server-logs-session{session}.tgz") as tar:
         for trial in trials:
-            log = tar.extractfile(f"artifacts/h200-qwen3-8b-confirm/trial-{trial:04d}/server.log")
+            log = tar.extractfile(f"artifacts/h200-qwen3-8b-confirm/trial-{trial:04d}/{name}")
             assert log is not None
             took = re.findall(r"It took ([0-9.]+) seconds to fall asleep", log.read().decode())
             firsts += [float(took[0])] if took else []
@@ -149,7 +155,7 @@ def _first_sleeps(session: int, trials: range) -> list[float]:
 
 
 def test_registered_pinned_memory_made_the_first_sleeps_shorter() -> None:
-    """Session 1 ran without pinned_use_cuda_host_register, session 2 with it (16 threads)."""
+    """Session 1 ran without pinned_use_cuda_host_register, sessions 2 and 3 with it (16 threads)."""
     before, after = _first_sleeps(1, range(4)), _first_sleeps(2, range(4, 9))
     assert len(before) == 4 and len(after) == 4
     assert min(before) >= 9.0 and max(after) <= 7.5
@@ -157,6 +163,10 @@ def test_registered_pinned_memory_made_the_first_sleeps_shorter() -> None:
     assert "session 2's first sleeps took 3.3-7.4 s" in readme and "against 9.0-15.8 s in session 1" in readme
     assert (round(min(after), 1), round(max(after), 1)) == (3.3, 7.4)
     assert (round(min(before), 1), round(max(before), 1)) == (9.0, 15.8)
+    # session 3, with it too: trials 9-11 and trial 1 booted again as 9's leader
+    third = _first_sleeps(3, range(9, 12)) + _first_sleeps(3, range(9, 10), "leader-server.log")
+    assert len(third) == 4 and (round(min(third), 1), round(max(third), 1)) == (1.8, 3.0)
+    assert "first sleeps 1.8-3.0 s (4 servers" in readme
 
 
 def test_the_second_studys_summary_is_its_storage_and_its_readme_quotes_it() -> None:
@@ -166,7 +176,7 @@ def test_the_second_studys_summary_is_its_storage_and_its_readme_quotes_it() -> 
     assert summary["gpu_time_s"] == pytest.approx(split)
     assert _summarizer().summarize(json.loads((SECOND / "study.json").read_text())) == summary
     share = summary["windows_share"]
-    assert share == pytest.approx(0.533, abs=0.001) and summary["trials_done"] == 9
+    assert share == pytest.approx(0.565, abs=0.001) and share >= 0.5 and summary["trials_done"] == 12
     readme = (SECOND / "README.md").read_text()
     total = sum(split.values())
     assert (
@@ -174,7 +184,8 @@ def test_the_second_studys_summary_is_its_storage_and_its_readme_quotes_it() -> 
         in readme
     )
     best = summary["best_non_speculative"]
-    assert best["trial"] == 1 and f"trial 1, {best['output_throughput@best']:.0f} tok/s" in readme
+    assert best["trial"] == 11 and f"trial 11, {best['output_throughput@best']:.0f} tok/s" in readme
+    assert summary["vs_recorded_pct"] > -2.0  # the issue's goal: within 2 % of the recorded best
 
 
 def test_registered_pinned_memory_allocated_faster_than_cuda_host_alloc() -> None:
