@@ -10,6 +10,7 @@
 #   bash .../X_study.sh install                  # carry .gpu/p1 .gpu/install.sh .gpu/untar.py .gpu/manifest.txt
 #   bash .../X_study.sh install | tail -3 && STOP_AFTER=1000 bash .../X_study.sh start   # + .gpu/p2 .gpu/model
 #   bash .../X_study.sh watch 540                # until the worker is done or 540 s pass; then collects
+#                                                # (and packs the cache once the worker is done, EXTRA unset)
 #   bash .../X_study.sh collect                  # -> $OUT: storage, dump, policy, status, logs
 #   bash .../X_study.sh cache                    # -> $OUT/vllm-cache.tar.xz: the node's compile cache
 #
@@ -67,6 +68,9 @@ case "${1:-}" in
     grep -E "trial [0-9]+ (COMPLETE|PRUNED|FAIL)|leader|let go|stage" "$W/worker.log" | tail -20
     tail -3 "$W/worker.log"
     bash "$0" collect > /dev/null
+    # a finished worker's watch packs the compile cache too (the 8th file), so no later call has to
+    # reach the machine within 30 s for it
+    if ! running && [ -z "${EXTRA:-}" ]; then bash "$0" cache > /dev/null; fi
     echo "collected: $(ls "$OUT" | tr '\n' ' ')"
     ;;
   collect)
