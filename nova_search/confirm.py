@@ -8,7 +8,8 @@ separate or the cap is reached.
   confirmed: the verdict judges each drafter against the tuned baseline, and needs n >= 3 on both
   sides to verify a gain or call a loss.
 - **Against whom.** The leader is the slot's resident server: the best trial it has run on the first
-  objective (in the speculative stage: the tuned baseline). It stays up between trials, asleep in
+  objective (in the speculative stage: the tuned baseline); a trial paired with it is judged against it
+  on their pairs (``head_to_head``), not on its stored value from, maybe, another machine. It stays up between trials, asleep in
   vLLM's sleep mode on a GPU (``park: sleep``; a switch costs about a second, not a boot), or awake
   beside the trial on the CPU build (``park: keep``). A trial with no leader on its slot (the first
   one, the tuned baseline of a speculative stage) is confirmed alone: ``min_pairs`` more windows;
@@ -40,6 +41,7 @@ separate or the cap is reached.
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -122,6 +124,29 @@ def settled(
         if compare(a, b, higher_is_better=higher_is_better).verdict == "not_verified":
             return None
     return "separated"
+
+
+def head_to_head(p: Paired, objective: obj.ObjectiveLike) -> tuple[float, float] | None:
+    """The leader's and the trial's ``objective`` over their pairs alone, (leader, trial): each side's
+    median per paired level, then that level's (or at ``best``, the best of the paired levels). Both
+    measured on one machine at one time, unlike a leader's stored value, which may come from another
+    session. None without a leader, or when the pairs do not hold the objective's level."""
+    if p.leader is None:
+        return None
+    maximize = objective.direction == "maximize"
+
+    def side(i: int) -> float | None:
+        medians = {}
+        for c, both in p.levels.items():
+            values = [w[objective.metric] for w in both[i] if objective.metric in w]
+            if values:
+                medians[c] = statistics.median(values)
+        if objective.at != "best":
+            return medians.get(int(objective.at))
+        return (max if maximize else min)(medians.values()) if medians else None
+
+    leader, trial = side(0), side(1)
+    return None if leader is None or trial is None else (leader, trial)
 
 
 # ---------------------------------------------------------------- one trial, measured again
@@ -342,7 +367,9 @@ def follow_up(
     if value is None or not feasible or not server.alive():
         return False, "; ".join(notes)
     role = retrying(lambda: schema.role_of(trial.user_attrs), ctx.storage_retry_s, "read a trial in")
-    kept, note = residency.offer(ctx, trial.number, server, float(value), role, asleep)
+    pairs = head_to_head(p, ctx.spec.objectives[0]) if skip is None else None
+    versus = None if pairs is None or p.leader is None else (p.leader, *pairs)
+    kept, note = residency.offer(ctx, trial.number, server, float(value), role, asleep, versus)
     notes += ["kept as the leader"] if kept else []
     notes += [note] if note else []
     return kept, "; ".join(notes)

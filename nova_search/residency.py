@@ -145,16 +145,29 @@ class Residency:
         return None
 
     def offer(
-        self, ctx: Context, number: int, server: Server, value: float, role: str, asleep: bool
+        self,
+        ctx: Context,
+        number: int,
+        server: Server,
+        value: float,
+        role: str,
+        asleep: bool,
+        versus: tuple[int, float, float] | None = None,
     ) -> tuple[bool, str | None]:
         """Whether the trial's server stays as the slot's leader (its caller must not stop it then),
-        and a note of what happened to the leader."""
+        and a note of what happened to the leader. ``value``: the trial's first objective; ``versus``:
+        (leader, its value, the trial's) over their pairs (``confirm.head_to_head``), which decide
+        against that leader in place of its stored value (measured, maybe, on another machine)."""
         r = self.leader
         maximize = ctx.spec.objectives[0].direction == "maximize"
+        if versus is not None and r is not None and versus[0] == r.number:
+            theirs, mine, where = versus[1], versus[2], " in their pairs"
+        else:
+            theirs, mine, where = (r.value if r else 0.0), value, ""
         if ctx.stage == "speculative":
             take = role == "tuned"  # speculative gains are measured against the tuned baseline
         else:
-            take = r is None or better(value, r.value, maximize)
+            take = r is None or better(mine, theirs, maximize)
         if not take:
             return False, None
         short = self.no_room_for_weights(ctx)
@@ -164,8 +177,8 @@ class Residency:
             note = None
         elif ctx.stage == "speculative":
             note = self.let_go(ctx.servers, f"#{number} is the tuned baseline")
-        else:  # higher by its windows' median, whether or not the pairs separated
-            note = self.let_go(ctx.servers, f"#{number} measured {value:.6g} against its {r.value:.6g}")
+        else:  # better by the medians, whether or not the pairs separated
+            note = self.let_go(ctx.servers, f"#{number} measured {mine:.6g} against its {theirs:.6g}{where}")
         if self.mode == "sleep" and not asleep:
             sleep_mode.sleep(server.base_url)
         self.leader = Resident(server, number, ctx.stage, value, asleep=self.mode == "sleep")

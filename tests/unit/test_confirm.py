@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from nova_search import schema
-from nova_search.confirm import dominated_by, leader_first, pair_schedule, settled
+from nova_search.confirm import dominated_by, head_to_head, leader_first, pair_schedule, settled
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError, TrialFailure
 from nova_search.objectives import Objective
@@ -101,6 +101,7 @@ def test_the_paired_record_reads_back_as_written():
 class _Server:
     def __init__(self) -> None:
         self.stopped = False
+        self.base_url = "http://127.0.0.1:9"
 
     def stop(self) -> None:
         self.stopped = True
@@ -168,11 +169,49 @@ def test_a_trial_that_measured_higher_takes_the_leaders_place_and_the_note_gives
     assert r.offer(ctx, 4, lower, 990.0, "search", asleep=False) == (False, None)  # type: ignore[arg-type]
     assert not old.stopped and r.leader is not None and r.leader.number == 3
     higher = _Server()
-    higher.base_url = "http://127.0.0.1:9"  # type: ignore[attr-defined]
     kept, note = r.offer(ctx, 5, higher, 1012.5, "search", asleep=False)  # type: ignore[arg-type]
     assert kept and note == "leader #3 let go: #5 measured 1012.5 against its 1000"
     assert old.stopped and old not in ctx.servers and higher in ctx.servers
     assert r.leader.number == 5 and r.leader.asleep and asleep == ["http://127.0.0.1:9"]
+
+
+def test_against_the_leader_it_was_paired_with_a_trial_is_judged_on_their_pairs(monkeypatch):
+    """The leader's stored 1000 may come from another machine: the pairs (one machine, one time) decide."""
+    from nova_search.engine import sleep as sleep_mode
+
+    monkeypatch.setattr(sleep_mode, "sleep", lambda url, level=1: 0.4)
+    r, old, ctx = _residency(monkeypatch, free_gib=137.0)
+    # higher than the stored 1000, lower than the leader measured in their pairs: it stays out
+    assert r.offer(ctx, 4, _Server(), 1010.0, "search", False, (3, 1030.0, 1020.0)) == (False, None)  # type: ignore[arg-type]
+    # pairs with another leader than the slot's: the stored value decides
+    kept, note = r.offer(ctx, 5, _Server(), 990.0, "search", False, (2, 900.0, 990.0))  # type: ignore[arg-type]
+    assert not kept and note is None and not old.stopped
+    # lower than the stored value, higher in their pairs: it takes the place, and the note says why
+    kept, note = r.offer(ctx, 6, _Server(), 995.0, "search", False, (3, 1001.0, 1008.0))  # type: ignore[arg-type]
+    assert kept and note == "leader #3 let go: #6 measured 1008 against its 1001 in their pairs"
+    assert old.stopped and r.leader is not None and r.leader.number == 6 and r.leader.value == 995.0
+
+
+def _paired(leader: int | None, **levels: tuple[list[float], list[float]]) -> Paired:
+    rows = {
+        int(c[1:]): (tuple({"output_throughput": v} for v in a), tuple({"output_throughput": v} for v in b))
+        for c, (a, b) in levels.items()
+    }
+    return Paired(leader, "sleep", 3, "cap", 1.0, rows)
+
+
+def test_head_to_head_is_each_sides_median_at_the_objectives_level():
+    p = _paired(
+        1,
+        c64=([100.0, 104.0, 90.0], [101.0, 99.0, 120.0]),
+        c128=([200.0, 190.0, 210.0], [205.0, 211.0, 199.0]),
+    )
+    best = Objective("output_throughput", "maximize", "best")
+    assert head_to_head(p, best) == (200.0, 205.0)  # the best paired level's medians
+    assert head_to_head(p, Objective("output_throughput", "maximize", 64)) == (100.0, 101.0)
+    assert head_to_head(p, Objective("output_throughput", "maximize", 16)) is None  # not a paired level
+    assert head_to_head(p, Objective("ttft_p99_ms", "minimize", "best")) is None  # not in the windows
+    assert head_to_head(_paired(None, c64=([], [1.0, 2.0, 3.0])), best) is None  # confirmed alone
 
 
 # -------------------------------------------------------- a slot with no leader adopts the study's best
