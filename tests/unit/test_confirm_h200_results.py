@@ -10,6 +10,8 @@ import tarfile
 
 import pytest
 
+from nova_search.confirm import head_to_head
+from nova_search.objectives import Objective
 from nova_search.results.cost import gpu_time
 from nova_search.results.load import load_results
 from tests.support import REPO, script
@@ -140,6 +142,27 @@ def test_the_second_study_pairs_with_one_switch_a_pair() -> None:
     assert _sleeps(3, range(9, 12)) == {9: 3 + 3, 10: 3 + 2, 11: 2 + 1}
     # trial 1, booted again as 9's leader, slept 3 times in 4 pairs
     assert _sleeps(3, range(9, 10), "leader-server.log") == {9: 3}
+
+
+def test_the_pairs_hand_the_lead_over_as_the_stored_values_did_here() -> None:
+    """Since commit d2d3205 a paired trial takes the lead on the pairs' medians (``head_to_head``), not on
+    the leader's stored value; on this study the two make the same 9 decisions, though trial 1's stored
+    8440 (session 1) was 8761 in its session-3 pairs."""
+    results = load_results("h200-qwen3-8b-confirm", f"sqlite:///{SECOND / 'study.db'}")
+    stored = {t.number: t.values[0] for t in results.trials}
+    best = Objective("output_throughput", "maximize", "best")
+    decisions = {}
+    for t in results.trials:
+        if t.paired is None or t.paired.leader is None:
+            continue
+        pairs = head_to_head(t.paired, best)
+        assert pairs is not None
+        by_pairs, by_stored = pairs[1] > pairs[0], stored[t.number] > stored[t.paired.leader]
+        assert by_pairs == by_stored
+        decisions[t.number] = by_pairs
+    assert decisions == {1: True, 2: False, 3: False, 5: True, 6: True, 8: False, 9: True, 10: True, 11: True}
+    pairs = head_to_head(results.trials[9].paired, best)  # type: ignore[arg-type]
+    assert pairs is not None and round(pairs[0]) == 8761 and round(stored[1]) == 8440
 
 
 def _first_sleeps(session: int, trials: range, name: str = "server.log") -> list[float]:
