@@ -8,11 +8,12 @@ separate or the cap is reached.
   confirmed: the verdict judges each drafter against the tuned baseline, and needs n >= 3 on both
   sides to verify a gain or call a loss.
 - **Against whom.** The leader is the slot's resident server: the best trial it has run on the first
-  objective (in the speculative stage: the tuned baseline); a trial paired with it is judged against it
-  on their pairs (``head_to_head``), not on its stored value from, maybe, another machine. It stays up between trials, asleep in
-  vLLM's sleep mode on a GPU (``park: sleep``; a switch costs about a second, not a boot), or awake
-  beside the trial on the CPU build (``park: keep``). A trial with no leader on its slot (the first
-  one, the tuned baseline of a speculative stage) is confirmed alone: ``min_pairs`` more windows;
+  objective (in the speculative stage: the tuned baseline); a trial paired with it is judged against
+  it on their pairs (``head_to_head``), not on its stored value from, maybe, another machine. It stays
+  up between trials, asleep in vLLM's sleep mode on a GPU (``park: sleep``; a switch costs about a
+  second, not a boot), or awake beside the trial on the CPU build (``park: keep``). A trial with no
+  leader on its slot (the first one, the tuned baseline of a speculative stage) is confirmed alone:
+  ``min_pairs`` more windows;
   but a drafter trial that is its worker's first boots the stage's finished tuned baseline as the
   leader first (``residency.adopt_tuned``), so every drafter is judged on pairs. Outside the speculative
   stage, a trial to be confirmed on a slot with no leader (its worker's first: another worker, or an
