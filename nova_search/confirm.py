@@ -13,13 +13,13 @@ separate or the cap is reached.
   up between trials, asleep in vLLM's sleep mode on a GPU (``park: sleep``; a switch costs about a
   second, not a boot), or awake beside the trial on the CPU build (``park: keep``). A trial with no
   leader on its slot (the first one, the tuned baseline of a speculative stage) is confirmed alone:
-  ``min_pairs`` more windows;
-  but a drafter trial that is its worker's first boots the stage's finished tuned baseline as the
-  leader first (``residency.adopt_tuned``), so every drafter is judged on pairs. Outside the speculative
-  stage, a trial to be confirmed on a slot with no leader (its worker's first: another worker, or an
-  earlier run, measured the rest) boots the study's best finished trial, as it ran, as the leader
-  (``residency.adopt_leader``; the trial's server sleeps while it boots), so it is measured against the
-  study's front and not alone, nor against a weaker trial that happens to be the worker's first.
+  ``min_pairs`` more windows; but a drafter trial that is its worker's first boots the stage's finished
+  tuned baseline as the leader first (``residency.adopt_tuned``), so every drafter is judged on pairs.
+  Outside the speculative stage, a trial to be confirmed on a slot with no leader (its worker's first:
+  another worker, or an earlier run, measured the rest) boots the study's best finished trial, as it
+  ran, as the leader (``residency.adopt_leader``; the trial's server sleeps while it boots), so it is
+  measured against the study's front and not alone, nor against a weaker trial that happens to be the
+  worker's first.
 - **ABBA.** Pair k runs, at each confirmed level, one window of each server on the same prompts
   (a seed of the pair and the trial), the leader first when k is even, the trial first when odd, so
   drift on the machine falls on both alike. One server runs all its levels of the pair, then the
@@ -127,27 +127,25 @@ def settled(
     return "separated"
 
 
-def head_to_head(p: Paired, objective: obj.ObjectiveLike) -> tuple[float, float] | None:
-    """The leader's and the trial's ``objective`` over their pairs alone, (leader, trial): each side's
-    median per paired level, then that level's (or at ``best``, the best of the paired levels). Both
-    measured on one machine at one time, unlike a leader's stored value, which may come from another
-    session. None without a leader, or when the pairs do not hold the objective's level."""
+def head_to_head(p: Paired, objective: obj.ObjectiveLike) -> tuple[int, float, float] | None:
+    """The leader's number, its ``objective`` and the trial's over their pairs alone: each side's median
+    per paired level, then ``objective.at`` over those (``objectives.value_at``). Both measured on one
+    machine at one time, unlike a leader's stored value, which may come from another session. None
+    without a leader, or when the pairs do not hold the objective's level."""
     if p.leader is None:
         return None
     maximize = objective.direction == "maximize"
 
     def side(i: int) -> float | None:
-        medians = {}
-        for c, both in p.levels.items():
-            values = [w[objective.metric] for w in both[i] if objective.metric in w]
-            if values:
-                medians[c] = statistics.median(values)
-        if objective.at != "best":
-            return medians.get(int(objective.at))
-        return (max if maximize else min)(medians.values()) if medians else None
+        medians = [
+            (c, statistics.median(values))
+            for c, both in p.levels.items()
+            if (values := [w[objective.metric] for w in both[i] if objective.metric in w])
+        ]
+        return obj.value_at(medians, objective.at, maximize)
 
     leader, trial = side(0), side(1)
-    return None if leader is None or trial is None else (leader, trial)
+    return None if leader is None or trial is None else (p.leader, leader, trial)
 
 
 # ---------------------------------------------------------------- one trial, measured again
@@ -368,8 +366,7 @@ def follow_up(
     if value is None or not feasible or not server.alive():
         return False, "; ".join(notes)
     role = retrying(lambda: schema.role_of(trial.user_attrs), ctx.storage_retry_s, "read a trial in")
-    pairs = head_to_head(p, ctx.spec.objectives[0]) if skip is None else None
-    versus = None if pairs is None or p.leader is None else (p.leader, *pairs)
+    versus = head_to_head(p, ctx.spec.objectives[0]) if skip is None else None
     kept, note = residency.offer(ctx, trial.number, server, float(value), role, asleep, versus)
     notes += ["kept as the leader"] if kept else []
     notes += [note] if note else []

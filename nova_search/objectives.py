@@ -1,6 +1,7 @@
 """Objectives and conditions over a trial's levels: one definition each, pure functions.
 
-- ``metric_at(levels, metric, at)``: a metric at one concurrency level, or at ``best`` (its best level).
+- ``metric_at(levels, metric, at)``: a metric at one concurrency level, or at ``best`` (its best level);
+  ``value_at`` is the same rule over (concurrency, value) pairs.
 - ``Objective``: a metric, a direction and a level (``metric@at``). ``objective_value`` is *the* value of
   an objective: what a worker tells Optuna, and what every reader computes for a metric that is not
   one of the study's objectives.
@@ -46,15 +47,21 @@ def metric_at(
     """``metric`` at concurrency ``at`` (None when that level was not measured or the metric is
     undefined there), or at ``best``: the best value over the levels, higher or lower as ``maximize``
     says (the metric's natural direction when None)."""
+    up = higher_is_better(metric) if maximize is None else maximize
+    return value_at([(lv.concurrency, getattr(lv, metric, None)) for lv in levels], at, up)
+
+
+def value_at(by_level: Iterable[tuple[int, Any]], at: int | str, maximize: bool) -> float | None:
+    """One figure per level, (concurrency, value) -> the value at concurrency ``at`` (None when that
+    level is missing or its value is not a finite number), or at ``best``: the best of them."""
     if at == "best":
-        vals = [v for lv in levels if (v := _number(getattr(lv, metric, None))) is not None]
+        vals = [v for _, x in by_level if (v := _number(x)) is not None]
         if not vals:
             return None
-        up = higher_is_better(metric) if maximize is None else maximize
-        return max(vals) if up else min(vals)
-    for lv in levels:
-        if lv.concurrency == int(at):
-            return _number(getattr(lv, metric, None))
+        return max(vals) if maximize else min(vals)
+    for c, x in by_level:
+        if c == int(at):
+            return _number(x)
     return None
 
 

@@ -207,8 +207,8 @@ def test_head_to_head_is_each_sides_median_at_the_objectives_level():
         c128=([200.0, 190.0, 210.0], [205.0, 211.0, 199.0]),
     )
     best = Objective("output_throughput", "maximize", "best")
-    assert head_to_head(p, best) == (200.0, 205.0)  # the best paired level's medians
-    assert head_to_head(p, Objective("output_throughput", "maximize", 64)) == (100.0, 101.0)
+    assert head_to_head(p, best) == (1, 200.0, 205.0)  # the best paired level's medians
+    assert head_to_head(p, Objective("output_throughput", "maximize", 64)) == (1, 100.0, 101.0)
     assert head_to_head(p, Objective("output_throughput", "maximize", 16)) is None  # not a paired level
     assert head_to_head(p, Objective("ttft_p99_ms", "minimize", "best")) is None  # not in the windows
     assert head_to_head(_paired(None, c64=([], [1.0, 2.0, 3.0])), best) is None  # confirmed alone
