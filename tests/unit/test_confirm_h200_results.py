@@ -98,15 +98,20 @@ def test_a_sleeping_leader_held_1_3_gib_of_the_gpu_and_nothing_was_left_at_the_e
 SECOND = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm-2"
 
 
-def _sleeps(session: int, trials: range, name: str = "server.log") -> dict[int, int]:
-    """How many times each trial's server fell asleep, from its vLLM log in the session's logs."""
-    counts = {}
+def _server_logs(session: int, trials: range, name: str = "server.log") -> dict[int, str]:
+    """Each trial's vLLM log (``name``: its own, or ``leader-server.log``) from the session's logs."""
+    logs = {}
     with tarfile.open(SECOND / f"server-logs-session{session}.tgz") as tar:
         for trial in trials:
             log = tar.extractfile(f"artifacts/h200-qwen3-8b-confirm/trial-{trial:04d}/{name}")
             assert log is not None
-            counts[trial] = log.read().decode().count("seconds to fall asleep")
-    return counts
+            logs[trial] = log.read().decode()
+    return logs
+
+
+def _sleeps(session: int, trials: range, name: str = "server.log") -> dict[int, int]:
+    """How many times each trial's server fell asleep."""
+    return {t: log.count("seconds to fall asleep") for t, log in _server_logs(session, trials, name).items()}
 
 
 def test_the_second_study_pairs_with_one_switch_a_pair() -> None:
@@ -155,25 +160,22 @@ def test_the_pairs_hand_the_lead_over_as_the_stored_values_did_here() -> None:
     for t in results.trials:
         if t.paired is None or t.paired.leader is None:
             continue
-        pairs = head_to_head(t.paired, best)
-        assert pairs is not None
-        by_pairs, by_stored = pairs[1] > pairs[0], stored[t.number] > stored[t.paired.leader]
+        versus = head_to_head(t.paired, best)
+        assert versus is not None and versus[0] == t.paired.leader
+        by_pairs, by_stored = versus[2] > versus[1], stored[t.number] > stored[t.paired.leader]
         assert by_pairs == by_stored
         decisions[t.number] = by_pairs
     assert decisions == {1: True, 2: False, 3: False, 5: True, 6: True, 8: False, 9: True, 10: True, 11: True}
-    pairs = head_to_head(results.trials[9].paired, best)  # type: ignore[arg-type]
-    assert pairs is not None and round(pairs[0]) == 8761 and round(stored[1]) == 8440
+    versus = head_to_head(results.trials[9].paired, best)  # type: ignore[arg-type]
+    assert versus is not None and round(versus[1]) == 8761 and round(stored[1]) == 8440
 
 
 def _first_sleeps(session: int, trials: range, name: str = "server.log") -> list[float]:
     """Each trial's first sleep in seconds, from vLLM's "It took X seconds to fall asleep" lines."""
     firsts = []
-    with tarfile.open(SECOND / f"server-logs-session{session}.tgz") as tar:
-        for trial in trials:
-            log = tar.extractfile(f"artifacts/h200-qwen3-8b-confirm/trial-{trial:04d}/{name}")
-            assert log is not None
-            took = re.findall(r"It took ([0-9.]+) seconds to fall asleep", log.read().decode())
-            firsts += [float(took[0])] if took else []
+    for log in _server_logs(session, trials, name).values():
+        took = re.findall(r"It took ([0-9.]+) seconds to fall asleep", log)
+        firsts += [float(took[0])] if took else []
     return firsts
 
 
