@@ -6,9 +6,11 @@ make the local models."""
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 from nova_search.cli import models, read, work  # noqa: F401 - registers the commands on ``app``
 from nova_search.cli._common import app
+from nova_search.node import INTERRUPTED
 
 __all__ = ["app", "main"]
 
@@ -17,7 +19,25 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        sys.exit(130)
+        _exit_interrupted()
+    except SystemExit as e:
+        if e.code == INTERRUPTED:
+            _exit_interrupted()
+        raise
+
+
+def _exit_interrupted() -> NoReturn:
+    """Exit 130, the shell's code for an interrupt, after the interrupt was handled.
+
+    CPython 3.11 records a KeyboardInterrupt that propagates out of any ``exec``/``eval`` of a string as
+    unhandled, even when an outer ``except`` catches it, and ``python -m`` (how the node launcher starts
+    its workers) checks that record after the interpreter finalizes: the process then kills itself with
+    SIGINT (exit -2) instead of exiting 130. A SIGTERM
+    lands as a KeyboardInterrupt anywhere, inside a lazy import's generated dataclass code too (seen in
+    the node launcher's test, about one run in twenty). The next ``exec`` of a string resets the record,
+    so one is run here."""
+    exec("pass")
+    sys.exit(INTERRUPTED)
 
 
 if __name__ == "__main__":
