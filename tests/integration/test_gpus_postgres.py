@@ -39,6 +39,16 @@ def _port(argv: tuple[str, ...]) -> int:
     return int(argv[argv.index("--port") + 1])
 
 
+def _life_of(trial: optuna.trial.FrozenTrial, lives: list[EngineLife]) -> EngineLife:
+    """The server a trial ran: its port, started while the trial ran (the OS may give a port freed by
+    an earlier server to a later one, so the port alone does not name a server)."""
+    port = _port(schema.ARGV.read(trial.user_attrs))
+    assert trial.datetime_start is not None and trial.datetime_complete is not None
+    began, ended = trial.datetime_start.timestamp(), trial.datetime_complete.timestamp()
+    [life] = [life for life in lives if life.port == port and began <= life.start <= ended]
+    return life
+
+
 def _overlaps(lives: list[EngineLife]) -> list[tuple[int, int, int]]:
     """(gpu, pid, pid) for every two servers that held one GPU at the same time."""
     out = []
@@ -65,12 +75,12 @@ def test_each_server_gets_exactly_its_gpus_and_a_tp2_trial_runs_only_where_a_wor
         trials = optuna.load_study(study_name="dist", storage=url).get_trials()
     assert fake_engines() == []
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 12 and count_toward_budget(trials) == 12
-    lives = {life.port: life for life in engine_records(record)}
-    assert len(lives) == 12
+    lives = engine_records(record)
+    assert len({life.pid for life in lives}) == len(lives) == 12
     ran: dict[int, tuple[int, tuple[int, ...]]] = {}
     for t in trials:
         config, tag = schema.CONFIG.read(t.user_attrs), schema.WORKER.read(t.user_attrs)
-        life = lives[_port(schema.ARGV.read(t.user_attrs))]
+        life = _life_of(t, lives)
         # the server saw exactly the GPUs the trial records, as many as its tensor-parallel size
         assert life.gpus == tag.gpus and len(tag.gpus) == config.gpus == life.tensor_parallel_size, t.number
         ran[t.number] = (config.gpus, tag.gpus)
@@ -82,7 +92,7 @@ def test_each_server_gets_exactly_its_gpus_and_a_tp2_trial_runs_only_where_a_wor
     wide_gpus = {g for _, gs in ran.values() for g in gs if g >= 2}
     assert all(gs in ((2,), (2, 3), (4,), (4, 5)) for _, gs in ran.values() if gs[0] >= 2)  # slot heads
     assert wide_gpus <= {2, 3, 4, 5}
-    assert _overlaps(list(lives.values())) == []  # no GPU served two servers at once
+    assert _overlaps(lives) == []  # no GPU served two servers at once
 
 
 def _node_workers(launcher, expected: int) -> list[int]:
