@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -36,7 +37,7 @@ class RichReporter:
 
     def trial_started(self, number: int, label: str) -> None:
         self._started[number] = time.monotonic()
-        self.console.log(f"trial {number}: {label}")
+        self.console.log(f"trial {number}: {escape(label)}")
         self.progress.reset(self._task, description=f"trial {number}/{self.total} · sampling")
 
     def phase(self, number: int, text: str) -> None:
@@ -45,7 +46,8 @@ class RichReporter:
     def trial_finished(self, number: int, state: str, detail: str) -> None:
         took = time.monotonic() - self._started.get(number, time.monotonic())
         color = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red"}.get(state, "white")
-        self.console.log(f"trial {number} [{color}]{state}[/] in {took:.0f}s: {detail}")
+        # detail may quote an engine's log ("[rank0]: ..."): text, not markup
+        self.console.log(f"trial {number} [{color}]{state}[/] in {took:.0f}s: {escape(detail)}")
 
 
 def pareto_table(results: StudyResults) -> Table | None:

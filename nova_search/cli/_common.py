@@ -9,6 +9,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from nova_search.errors import NovaError, SpecError
 from nova_search.spec import StudySpec
@@ -44,7 +45,8 @@ StudyArg = Annotated[str, typer.Argument(metavar="STUDY", help="The study name (
 
 
 def fail(e: NovaError) -> NoReturn:
-    err_console.print(f"[red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
+    # the message is text, not markup: "[vllm, serve]" would vanish and "[/x]" raise MarkupError
+    err_console.print(f"[red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(2 if isinstance(e, SpecError) else 1)
 
 

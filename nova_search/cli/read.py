@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from nova_search.cli._common import (
     StorageOpt,
@@ -108,7 +109,7 @@ def policy_cmd(
     rows = policy_rows(verdict)
     console.print(table("Deployment policy", POLICY_HEADERS[:-1], [r[:-1] for r in rows]))
     for r in rows:
-        console.print(f"[bold]{r[0]}[/] ({r[1]}):", markup=True)
+        console.print(f"[bold]{escape(r[0])}[/] ({escape(r[1])}):", markup=True)
         console.print("  " + r[-1], markup=False, soft_wrap=True)
     if verdict.schedule:
         console.print(
@@ -117,7 +118,7 @@ def policy_cmd(
             + f" ({verdict.schedule_note})"
         )
     for note in verdict.notes:
-        console.print(f"[yellow]{note}[/]")
+        console.print(f"[yellow]{escape(note)}[/]")
     console.print(f"deploy it: nova-search export {study} --storage ... [--model REAL_MODEL] [--format k8s]")
 
 
