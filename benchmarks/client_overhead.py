@@ -39,9 +39,9 @@ sys.path.insert(0, str(REPO))
 
 from nova_search.loadgen.client import Target  # noqa: E402
 from nova_search.loadgen.procs import run_level  # noqa: E402
+from nova_search.loadgen.prompts import Prompt  # noqa: E402
 from nova_search.loadgen.runner import LevelPlan  # noqa: E402
-from nova_search.loadgen.workload import Prompt  # noqa: E402
-from nova_search.metrics import summarize  # noqa: E402
+from nova_search.measure.metrics import summarize  # noqa: E402
 from tests.support.crosscheck import PeerClient, peer_client, vllm_bench_args  # noqa: E402
 
 REQUESTS = {1: 300, 16: 1000, 64: 2000}
@@ -240,7 +240,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="nova-overhead-"))
     tokenizer = args.tokenizer
     if tokenizer is None and not args.no_vllm_bench:
-        from nova_search.tinymodel import build_tiny_model
+        from nova_search.models.tiny import build_tiny_model
 
         tokenizer = build_tiny_model(tmp / "tiny")
 

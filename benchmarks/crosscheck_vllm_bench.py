@@ -41,7 +41,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=defaults.seed)
     args = p.parse_args()
 
-    from nova_search.tinymodel import build_tiny_model
+    from nova_search.models.tiny import build_tiny_model
 
     engine_python = os.environ["NOVA_ENGINE_PYTHON"]
     tmp = Path(tempfile.mkdtemp(prefix="nova-crosscheck-"))

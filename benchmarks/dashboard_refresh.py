@@ -29,7 +29,7 @@ from optuna.trial import TrialState, create_trial  # noqa: E402
 
 from nova_search import schema  # noqa: E402
 from nova_search.engine.config import EngineConfig  # noqa: E402
-from nova_search.metrics import LevelResult  # noqa: E402
+from nova_search.measure.metrics import LevelResult  # noqa: E402
 from nova_search.report.dashboard import (  # noqa: E402
     after_trial,
     refresh_dashboard,

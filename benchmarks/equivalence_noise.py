@@ -48,7 +48,7 @@ from nova_search.engine.probe import parse_metrics  # noqa: E402
 from nova_search.engine.server import Server, free_port  # noqa: E402
 from nova_search.loadgen.client import Target  # noqa: E402
 from nova_search.loadgen.reference import collect_outputs, greedy_payload, reference_prompts  # noqa: E402
-from nova_search.records import ReferenceOutputs  # noqa: E402
+from nova_search.measure.records import ReferenceOutputs  # noqa: E402
 from nova_search.spec import EngineSpec, ModelSpec, WorkloadSpec  # noqa: E402
 
 WORKLOAD = WorkloadSpec(input_len=64, output_len=24, seed=0)

@@ -27,8 +27,8 @@ import warnings
 
 import optuna
 
+from nova_search.search.sampler import make_sampler
 from nova_search.spec import parse_spec
-from nova_search.study import make_sampler
 
 GIB_PER_SEQ = 0.25  # KV memory a sequence needs at the workload's length (made up, H200-like scale)
 GPU_GIB, WEIGHTS_GIB, OVERHEAD_GIB = 141.0, 17.0, 40.0

@@ -31,7 +31,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--reads", type=int, default=40)
     args = p.parse_args()
-    from nova_search.tinymodel import build_tiny_model
+    from nova_search.models.tiny import build_tiny_model
 
     tmp = Path(tempfile.mkdtemp(prefix="nova-metrics-cost-"))
     model = build_tiny_model(tmp / "tiny")

@@ -50,7 +50,7 @@ sys.path.insert(0, str(REPO))
 import optuna  # noqa: E402
 
 from nova_search.spec import StudySpec  # noqa: E402
-from nova_search.spec.load import load_spec  # noqa: E402
+from nova_search.spec.reader import load_spec  # noqa: E402
 
 SPEC = REPO / "benchmarks" / "sampler_replay.yaml"
 RESULTS = REPO / "benchmarks" / "results" / "sampler-replay-cpu"
@@ -61,7 +61,7 @@ RESULTS = REPO / "benchmarks" / "results" / "sampler-replay-cpu"
 
 def grid_params(spec: StudySpec) -> list[dict[str, Any]]:
     """Every combination of the space's choices, as the sampler's params (knob name -> value)."""
-    from nova_search.space import KNOB_NAMES
+    from nova_search.search.configs import KNOB_NAMES
 
     lists = {}
     for name in KNOB_NAMES:
@@ -88,7 +88,9 @@ def measure(args: argparse.Namespace) -> None:
     from nova_search.engine.command import build_launch, new_api_key, served_name
     from nova_search.engine.server import Server, free_port
     from nova_search.errors import TrialFailure
-    from nova_search.space import host_facts, incompatibilities, sample
+    from nova_search.search.configs import sample
+    from nova_search.search.host import host_facts
+    from nova_search.search.rules import incompatibilities
     from tests.support.crosscheck import peer_client, vllm_bench_args
 
     spec = load_spec(args.spec)
@@ -181,8 +183,7 @@ def landscape(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def make_samplers(spec: StudySpec) -> dict[str, tuple[Callable[[int], optuna.samplers.BaseSampler], str]]:
     """Name -> (seed -> sampler, how a refused configuration is told: PRUNED as nova does, or FAIL)."""
-    from nova_search.sampling import NovaSampler
-    from nova_search.study import make_sampler
+    from nova_search.search.sampler import NovaSampler, make_sampler
 
     def nova(seed: int) -> optuna.samplers.BaseSampler:
         return make_sampler(
@@ -223,8 +224,8 @@ def replay_one(
     refused_as: str = "pruned",
 ) -> dict[str, Any]:
     """One study: trials until the first configuration at or above ``target``."""
-    from nova_search.space import sample
-    from nova_search.trial import UNLAUNCHABLE_CONSTRAINT
+    from nova_search.search.configs import sample
+    from nova_search.trial.run import UNLAUNCHABLE_CONSTRAINT
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize", sampler=sampler or optuna.samplers.RandomSampler(0))

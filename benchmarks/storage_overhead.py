@@ -24,12 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import optuna  # noqa: E402
 
 from nova_search import schema  # noqa: E402
-from nova_search import study as nova_study  # noqa: E402
 from nova_search.db import LevelStore, StorageLock, rdb_storage  # noqa: E402
 from nova_search.engine.config import EngineConfig  # noqa: E402
-from nova_search.metrics import LevelResult  # noqa: E402
+from nova_search.measure.metrics import LevelResult  # noqa: E402
+from nova_search.search import lifecycle as nova_study  # noqa: E402
 from nova_search.spec import parse_spec  # noqa: E402
-from nova_search.worker import _ask_within_budget  # noqa: E402
+from nova_search.worker.loop import _ask_within_budget  # noqa: E402
 from tests.support.pg import fresh_database  # noqa: E402
 from tests.support.specs import minimal_spec_dict  # noqa: E402
 

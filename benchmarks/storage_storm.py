@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nova_search import study as nova_study  # noqa: E402
 from nova_search.db import LevelStore  # noqa: E402
+from nova_search.search import lifecycle as nova_study  # noqa: E402
 from tests.support.faults import Storm, outcome  # noqa: E402
 from tests.support.pg import fresh_database  # noqa: E402
 from tests.support.specs import fake_spec  # noqa: E402

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nova_search.analysis.equivalence import compare_outputs  # noqa: E402
 from nova_search.engine.config import SpeculativeConfig  # noqa: E402
 from nova_search.loadgen.reference import reference_prompts  # noqa: E402
-from nova_search.trained.build import build_trained_pair, default_dir  # noqa: E402
+from nova_search.models.trained.build import build_trained_pair, default_dir  # noqa: E402
 from tests.support.trained import greedy, pair_spec  # noqa: E402
 
 

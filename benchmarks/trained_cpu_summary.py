@@ -78,7 +78,7 @@ def equivalence(out: Path, name: str) -> dict:
     """Each speculative trial's greedy outputs against the tuned baseline's (the check the verdict
     runs): equivalent or not, with the exact matches out of the reference prompts."""
     from nova_search.api import load_results, tuned_baseline
-    from nova_search.results.verdict import equivalence_of
+    from nova_search.results.speculation import equivalence_of
 
     results = load_results(name, f"sqlite:///{out / 'study.db'}")
     base = tuned_baseline(results)

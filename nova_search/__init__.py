@@ -1,6 +1,6 @@
 """nova-search: a Bayesian search for the best vLLM serving configuration.
 
-The data flow of one trial (see ``trial.py``, the only module that chains the stages)::
+The data flow of one trial (see ``trial.run``, the only module that chains the stages)::
 
     StudySpec -> space.sample -> EngineConfig -> engine.command -> engine.Server
       -> loadgen (per concurrency level) -> RequestRecords -> metrics.summarize -> LevelResult

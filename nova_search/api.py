@@ -16,7 +16,7 @@ raise ``SpecError``. The modules behind this facade are listed in ``nova_search.
 
 from __future__ import annotations
 
-from nova_search.objectives import Condition, Objective, parse_condition, parse_objective
+from nova_search.measure.objectives import Condition, Objective, parse_condition, parse_objective
 from nova_search.results.export import (
     EXPORT_FORMATS,
     Launch,
@@ -27,7 +27,6 @@ from nova_search.results.export import (
     render,
 )
 from nova_search.results.load import load_results, results_of
-from nova_search.results.records import StudyResults, TrialResult
 from nova_search.results.select import (
     best_trials,
     objective_of,
@@ -38,7 +37,8 @@ from nova_search.results.select import (
     tuned_baseline,
 )
 from nova_search.results.serialize import DUMP_SCHEMA_VERSION, dumps_json, study_dict, to_csv, trial_dict
-from nova_search.results.verdict import verdict_of
+from nova_search.results.speculation import verdict_of
+from nova_search.results.trials import StudyResults, TrialResult
 
 __all__ = [
     "DUMP_SCHEMA_VERSION",

@@ -11,7 +11,7 @@ on the trial and serves for download.
 The store is a ``FileSystemArtifactStore`` on the artifacts folder (``artifacts_dir`` of the spec,
 or ``--artifacts-dir``); artifacts are files named by their id there, next to the per-trial folders.
 Uploads attach to the RUNNING trial (Optuna refuses attributes on a finished one), so
-``trial.run_trial`` uploads before the trial is told. An upload that fails is logged and skipped:
+``trial.run.run_trial`` uploads before the trial is told. An upload that fails is logged and skipped:
 it never costs a measurement.
 """
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
-from nova_search.records import RequestRecord
+from nova_search.measure.records import RequestRecord
 
 if TYPE_CHECKING:
     from optuna.artifacts._protocol import ArtifactStore

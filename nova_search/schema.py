@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from nova_search.engine.config import EngineConfig
-from nova_search.metrics import LevelResult
-from nova_search.records import Paired, ReferenceOutputs
+from nova_search.measure.metrics import LevelResult
+from nova_search.measure.records import Paired, ReferenceOutputs
 
 T = TypeVar("T")
 

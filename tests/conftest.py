@@ -34,7 +34,7 @@ def engine_python() -> str:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from nova_search.tinymodel import build_tiny_model
+    from nova_search.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
 
@@ -43,7 +43,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def trained_pair(engine_python: str) -> Path:
     """The trained CPU pair (``nova-search trained-model``): built once per machine in the cache (about
     6 minutes on 2 cores), kept while the plan, the build's sources and the corpus are the same."""
-    from nova_search.trained.build import build_trained_pair, default_dir
+    from nova_search.models.trained.build import build_trained_pair, default_dir
 
     build_trained_pair(default_dir(), engine_python)
     return default_dir()

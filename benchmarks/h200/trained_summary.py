@@ -23,7 +23,7 @@ from trained_cpu_summary import acceptance, drafters, equivalence, ranges  # noq
 
 from nova_search.analysis.verdict import level_gain  # noqa: E402
 from nova_search.api import load_results  # noqa: E402
-from nova_search.results.verdict import profile_of  # noqa: E402
+from nova_search.results.speculation import profile_of  # noqa: E402
 
 STUDY = "trained-h200-speculative"
 

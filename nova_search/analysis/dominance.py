@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nova_search.metrics import LevelResult
-from nova_search.objectives import Condition, ObjectiveLike, level_violation, metric_at
+from nova_search.measure.metrics import LevelResult
+from nova_search.measure.objectives import Condition, ObjectiveLike, level_violation, metric_at
 
 #: the reasons of a trial stopped early (``Stop.reason``)
 REASONS = ("constraint", "dominated")

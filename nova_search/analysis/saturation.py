@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from nova_search.analysis.noise import MIN_SAMPLES, compare
-from nova_search.metrics import LevelResult
+from nova_search.measure.metrics import LevelResult
 
 Limiter = Literal["kv_cache", "queue", "compute", "unknown"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-from nova_search.cli import models, read, work  # noqa: F401 - registers the commands on ``app``
+from nova_search.cli import make, read, work  # noqa: F401 - registers the commands on ``app``
 from nova_search.cli._common import app
-from nova_search.node import INTERRUPTED
+from nova_search.worker.node import INTERRUPTED
 
 __all__ = ["app", "main"]
 

@@ -58,7 +58,7 @@ def guard(fn: Callable[[], Any]) -> Any:
 
 
 def storage_url(flag: str | None, spec: StudySpec | None) -> str:
-    from nova_search.study import DEFAULT_STORAGE
+    from nova_search.search.lifecycle import DEFAULT_STORAGE
 
     return flag or (spec.storage if spec and spec.storage else None) or DEFAULT_STORAGE
 

@@ -35,7 +35,7 @@ def _load(study: str, storage: str | None) -> Any:
 
 
 def _conditions(where: list[str] | None) -> list[Any]:
-    from nova_search.objectives import parse_condition
+    from nova_search.measure.objectives import parse_condition
 
     out = []
     for text in where or []:
@@ -47,7 +47,7 @@ def _conditions(where: list[str] | None) -> list[Any]:
 
 
 def _objective(text: str, results: Any) -> Any:
-    from nova_search.objectives import parse_objective
+    from nova_search.measure.objectives import parse_objective
 
     try:
         return parse_objective(text, results.objectives if results is not None else ())
@@ -81,7 +81,7 @@ def policy_cmd(
         verdict_json,
     )
     from nova_search.results.serialize import dumps_json
-    from nova_search.results.verdict import verdict_of
+    from nova_search.results.speculation import verdict_of
 
     guard(lambda: choice("--format", fmt, POLICY_FORMATS))
     results = _load(study, storage)
@@ -245,7 +245,7 @@ def export_cmd(
         launch_of_trial,
         render,
     )
-    from nova_search.results.verdict import verdict_of
+    from nova_search.results.speculation import verdict_of
 
     guard(lambda: choice("--format", fmt, EXPORT_FORMATS))
     results = _load(study, storage)
@@ -270,8 +270,8 @@ def status_cmd(
     """Trials by state, workers seen recently, the best so far per objective, the tuned baseline, ETA."""
     from dataclasses import asdict
 
+    from nova_search.report.status import status_lines, study_status
     from nova_search.results.serialize import dumps_json
-    from nova_search.status import status_lines, study_status
 
     st = study_status(_load(study, storage))
     if as_json:

@@ -50,7 +50,7 @@ NOTHING_MEASURED = 3
 
 
 def _parse_gpus(text: str | None) -> tuple[int, ...]:
-    from nova_search.placement import gpu_set
+    from nova_search.worker.placement import gpu_set
 
     return gpu_set(parse_ints(text, "--gpus", "0,1"))
 
@@ -77,10 +77,10 @@ def _work(
     stop_after: float | None = None,
 ) -> None:
     from nova_search.db import mask, storage_retry_s
-    from nova_search.progress import RichReporter, outcome_table, pareto_table
     from nova_search.report.dashboard import after_trial
+    from nova_search.report.progress import RichReporter, outcome_table, pareto_table
     from nova_search.results.load import load_results
-    from nova_search.worker import WorkerOptions, run_stages
+    from nova_search.worker.loop import WorkerOptions, run_stages
 
     stages = f" in stages {' -> '.join(spec.stages)}" if spec.staged else ""
     console.print(
@@ -145,7 +145,7 @@ def run(
     stop_after: StopAfterOpt = None,
 ) -> None:
     """Create (or continue) a study and run it with one local worker."""
-    from nova_search.study import create
+    from nova_search.search.lifecycle import create
 
     overrides = list(set_ or [])
     if n_trials is not None:
@@ -173,7 +173,7 @@ def create_cmd(
 ) -> None:
     """Create a study once (directions, metric names, spec, baselines); workers then load it."""
     from nova_search.db import mask
-    from nova_search.study import create
+    from nova_search.search.lifecycle import create
 
     spec = guard(lambda: load_spec(spec_path, list(set_ or [])))
     url = storage_url(storage, spec)
@@ -199,7 +199,7 @@ def worker(
     stop_after: StopAfterOpt = None,
 ) -> None:
     """Run trials of an existing study until its budget (counted across all workers) is met."""
-    from nova_search.study import load
+    from nova_search.search.lifecycle import load
 
     url = storage_url(storage, None)
     gpu_ids = guard(lambda: _parse_gpus(gpus))
@@ -236,9 +236,9 @@ def node(
     import os
 
     from nova_search import schema
-    from nova_search.node import NodeWorker, run_node, worker_argv, worker_groups
-    from nova_search.placement import place
-    from nova_search.study import load
+    from nova_search.search.lifecycle import load
+    from nova_search.worker.node import NodeWorker, run_node, worker_argv, worker_groups
+    from nova_search.worker.placement import place
 
     url = storage_url(storage, None)
     groups = guard(lambda: worker_groups(_parse_gpus(gpus), gpus_per_worker))
@@ -369,8 +369,8 @@ def bench(
     """Measure an already-running server with nova's load generator and print the profile per level."""
     import json
 
-    from nova_search.bench import BenchPlan, run_bench, vllm_names
     from nova_search.spec import WorkloadSpec
+    from nova_search.trial.bench import BenchPlan, run_bench, vllm_names
 
     levels = guard(lambda: parse_ints(concurrency, "--concurrency", "1,8,32", required=True))
     if (num_requests is None) == (duration is None):
@@ -407,7 +407,7 @@ def bench(
         rows = [vllm_names(r) if names == "vllm" else r.as_dict() for r in results]
         print(json.dumps(rows, indent=2))
         return
-    from nova_search.progress import profile_table
+    from nova_search.report.progress import profile_table
 
     console.print(profile_table(results, title=f"nova-search bench {url}"))
     for r in results:

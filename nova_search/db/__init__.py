@@ -13,13 +13,13 @@ BEST_AT_CONCURRENCY_SQL                  plain SQL joining Optuna's trials (quer
 from nova_search.db._url import is_sqlite, mask, open_engine, sqlite_path
 from nova_search.db._url import parse as parse_url
 from nova_search.db.budget import StorageLock, count_toward_budget
-from nova_search.db.errors import TRANSIENT, storage_error, storage_errors
+from nova_search.db.failures import TRANSIENT, storage_error, storage_errors
 from nova_search.db.migrate import current, downgrade, upgrade
-from nova_search.db.models import Base, LevelResultRow
 from nova_search.db.queries import BEST_AT_CONCURRENCY_SQL
 from nova_search.db.retry import retrying, storage_retry_s
 from nova_search.db.storage import heartbeat_settings, open_storage, rdb_storage, study_names
 from nova_search.db.store import LevelStore
+from nova_search.db.tables import Base, LevelResultRow
 
 __all__ = [
     "BEST_AT_CONCURRENCY_SQL",

@@ -18,9 +18,9 @@ from alembic.script import ScriptDirectory
 
 from nova_search.db._url import open_engine, parse
 from nova_search.db.budget import StorageLock
-from nova_search.db.errors import storage_errors
-from nova_search.db.models import TABLE_PREFIX
+from nova_search.db.failures import storage_errors
 from nova_search.db.storage import open_storage
+from nova_search.db.tables import TABLE_PREFIX
 
 #: nova's alembic version table; Optuna keeps the default ``alembic_version`` for itself
 VERSION_TABLE = "nova_alembic_version"

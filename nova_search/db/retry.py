@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from nova_search.db._url import mask
-from nova_search.db.errors import TRANSIENT, is_transient, storage_error
+from nova_search.db.failures import TRANSIENT, is_transient, storage_error
 from nova_search.errors import StorageError
 
 log = logging.getLogger("nova_search")

@@ -20,7 +20,7 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
 from nova_search.db._url import engine_kwargs, mask, parse, sqlite_path
-from nova_search.db.errors import storage_errors
+from nova_search.db.failures import storage_errors
 from nova_search.db.retry import retrying
 from nova_search.errors import StorageError
 

@@ -20,12 +20,12 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from nova_search.db._url import mask, open_engine
-from nova_search.db.errors import storage_error
+from nova_search.db.failures import storage_error
 from nova_search.db.migrate import VERSION_TABLE, head_revision
-from nova_search.db.models import METRIC_COLUMNS, LevelResultRow
 from nova_search.db.retry import retrying
+from nova_search.db.tables import METRIC_COLUMNS, LevelResultRow
 from nova_search.errors import StorageError
-from nova_search.metrics import LevelResult
+from nova_search.measure.metrics import LevelResult
 
 T = TypeVar("T")
 

@@ -5,12 +5,12 @@ on the command line, its bounds, whether a spec may search it, and whether the s
 searches it again on top of the tuned stack. Everything else derives from ``KNOBS``, read off those
 fields:
 
-- the spec's ``space`` and ``engine.defaults`` / ``tuned`` fields (``spec``),
-- the sampler's order of parameters (``space.sample``),
+- the spec's ``search`` and ``engine.defaults`` / ``tuned`` fields (``spec``),
+- the sampler's order of parameters (``search.configs.sample``),
 - the argv (``engine.command.config_args``),
 - the decoding of a stored configuration (``EngineConfig.from_dict``).
 
-A new vLLM knob is one new field here (and, where vLLM refuses a combination, a rule in ``space``).
+A new vLLM knob is one new field here (and, where vLLM refuses a combination, a rule in ``search``).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ class Knob:
     gt: float | None
     ge: float | None
     le: float | None
-    #: a spec may search it (``space``) or fix it (``engine.defaults``, ``tuned``)
+    #: a spec may search it (``search``) or fix it (``engine.defaults``, ``tuned``)
     in_space: bool
     #: the speculative stage searches it again on top of the tuned stack (it interacts with drafting)
     redrawn_by_drafting: bool

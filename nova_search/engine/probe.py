@@ -8,7 +8,7 @@ import time
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from nova_search.records import EngineSample
+from nova_search.measure.records import EngineSample
 
 #: the engine metrics worth keeping (sample names; counters carry the _total suffix)
 KEPT = (

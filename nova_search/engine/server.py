@@ -28,7 +28,7 @@ from nova_search.engine.command import LaunchPlan
 from nova_search.errors import EngineError, TrialFailure
 
 #: log patterns -> classified reason, first match wins. A new, understood failure joins this table
-#: (and, if it is a configuration rule, the compatibility table in space.py).
+#: (and, if it is a configuration rule, the compatibility table in search/rules.py).
 FAILURE_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "oom",

@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 
 from nova_search.loadgen.http import Pool
-from nova_search.loadgen.workload import Prompt
-from nova_search.records import RequestRecord
+from nova_search.loadgen.prompts import Prompt
+from nova_search.measure.records import RequestRecord
 
 
 @dataclass(frozen=True, slots=True)

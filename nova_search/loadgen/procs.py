@@ -47,7 +47,7 @@ from nova_search.loadgen.runner import (
     run_share,
     shares,
 )
-from nova_search.records import LevelRun
+from nova_search.measure.records import LevelRun
 
 #: share of one core above which the busiest client process is taken to limit the measurement
 CLIENT_BOUND_SHARE = 0.7

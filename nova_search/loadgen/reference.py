@@ -21,8 +21,8 @@ from itertools import islice
 import httpx
 
 from nova_search.loadgen.client import PATHS, Target
-from nova_search.loadgen.workload import Prompt, prompt_source
-from nova_search.records import ReferenceOutputs
+from nova_search.loadgen.prompts import Prompt, prompt_source
+from nova_search.measure.records import ReferenceOutputs
 from nova_search.spec import ModelSpec, WorkloadSpec
 
 #: prompts in the reference set

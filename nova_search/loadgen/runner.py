@@ -37,8 +37,8 @@ import numpy as np
 from nova_search.engine.probe import parse_metrics
 from nova_search.loadgen.client import Target, send
 from nova_search.loadgen.http import Pool
-from nova_search.loadgen.workload import Prompt, PromptSource
-from nova_search.records import EngineSample, RequestRecord
+from nova_search.loadgen.prompts import Prompt, PromptSource
+from nova_search.measure.records import EngineSample, RequestRecord
 from nova_search.spec import ArrivalSpec, ClosedArrival, PoissonArrival
 
 

@@ -36,14 +36,14 @@ from optuna.trial import FrozenTrial
 
 from nova_search.db import open_storage, storage_error, storage_errors, study_names
 from nova_search.errors import NovaError, SpecError, StorageError
-from nova_search.objectives import Objective
+from nova_search.measure.objectives import Objective
 from nova_search.report.data import acceptance_table, throughput_table, trial_curves
 from nova_search.report.figures import Series, acceptance_series, line_figure, panel_figure
 from nova_search.report.markdown import table as md_table
 from nova_search.results.cost import gpu_time
 from nova_search.results.load import read_results, results_of
-from nova_search.results.records import StudyResults, TrialResult, trial_key
 from nova_search.results.select import best_trials, objective_of, ranked, stock_trial, tuned_baseline
+from nova_search.results.trials import StudyResults, TrialResult, trial_key
 from nova_search.schema import stage_of
 
 if TYPE_CHECKING:
@@ -434,7 +434,7 @@ def rewrite_notes(study_name: str, storage_url: str) -> int:
 def _policy_markdown(results: StudyResults) -> str | None:
     """The verdict and policy for the study note, when the study has speculative trials."""
     from nova_search.report.policy import verdict_markdown
-    from nova_search.results.verdict import verdict_of
+    from nova_search.results.speculation import verdict_of
 
     if not any(t.speculative for t in results.complete()):
         return None

@@ -21,13 +21,18 @@ from dataclasses import dataclass, field
 
 from nova_search.analysis.saturation import find_saturation
 from nova_search.analysis.verdict import LevelGain, Verdict, better_gain, pct_change
-from nova_search.metrics import LevelResult
-from nova_search.objectives import Objective
-from nova_search.report.search import HypervolumePoint, Importance, hypervolume_history, param_importances
+from nova_search.measure.metrics import LevelResult
+from nova_search.measure.objectives import Objective
+from nova_search.report.convergence import (
+    HypervolumePoint,
+    Importance,
+    hypervolume_history,
+    param_importances,
+)
 from nova_search.results.cost import GpuTime, gpu_time
-from nova_search.results.records import StudyResults, TrialResult
 from nova_search.results.select import ranked_plain, stock_trial, tuned_baseline
-from nova_search.results.verdict import verdict_of
+from nova_search.results.speculation import verdict_of
+from nova_search.results.trials import StudyResults, TrialResult
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 

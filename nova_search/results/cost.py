@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nova_search.results.records import StudyResults, TrialResult
+from nova_search.results.trials import StudyResults, TrialResult
 
 PARTS = ("windows", "boot", "failed_boot", "other")
 _NAMES = {"windows": "windows", "boot": "boots", "failed_boot": "failed boots", "other": "other"}

@@ -11,9 +11,9 @@ from optuna.trial import FrozenTrial
 
 from nova_search import schema
 from nova_search.db import count_toward_budget
-from nova_search.metrics import LevelResult
-from nova_search.objectives import Direction, Objective
-from nova_search.results.records import StudyResults, TrialResult, trial_key
+from nova_search.measure.metrics import LevelResult
+from nova_search.measure.objectives import Direction, Objective
+from nova_search.results.trials import StudyResults, TrialResult, trial_key
 
 
 def objectives_of(study: optuna.Study) -> tuple[Objective, ...]:

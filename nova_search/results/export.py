@@ -35,7 +35,7 @@ import yaml
 from nova_search.analysis.verdict import Verdict
 from nova_search.engine.command import API_SERVER_MODULE
 from nova_search.errors import NovaError, SpecError
-from nova_search.results.records import StudyResults, TrialResult
+from nova_search.results.trials import StudyResults, TrialResult
 
 EXPORT_FORMATS: tuple[str, ...] = ("vllm", "compose", "k8s")
 #: where the k8s and compose exports mount the model folder in the container

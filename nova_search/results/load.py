@@ -15,12 +15,12 @@ import optuna
 from optuna.storages import RDBStorage
 
 from nova_search.db import LevelStore, mask, open_storage, retrying, storage_errors, study_names
+from nova_search.db.stages import stage_plan
 from nova_search.errors import NovaError
 from nova_search.results.decode import study_results
-from nova_search.results.records import StudyResults
 from nova_search.results.select import pareto_front
+from nova_search.results.trials import StudyResults
 from nova_search.schema import PARENT
-from nova_search.stages import stage_plan
 
 #: what the read side takes from nova's per-level rows: columns every schema revision has
 ROW_COLUMNS = (

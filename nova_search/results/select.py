@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from nova_search.objectives import (
+from nova_search.measure.objectives import (
     Condition,
     Direction,
     Objective,
@@ -27,7 +27,7 @@ from nova_search.objectives import (
     parse_condition,
     parse_objective,
 )
-from nova_search.results.records import StudyResults, TrialResult
+from nova_search.results.trials import StudyResults, TrialResult
 
 
 def objective_of(trial: TrialResult, o: Objective) -> float | None:

@@ -20,10 +20,10 @@ from datetime import datetime
 from typing import Any
 
 from nova_search.engine.config import KNOBS
-from nova_search.metrics import METRIC_NAMES
-from nova_search.objectives import Objective
+from nova_search.measure.metrics import METRIC_NAMES
+from nova_search.measure.objectives import Objective
 from nova_search.results.cost import gpu_time
-from nova_search.results.records import StudyResults, TrialResult
+from nova_search.results.trials import StudyResults, TrialResult
 
 DUMP_SCHEMA_VERSION = 2
 

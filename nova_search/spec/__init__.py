@@ -19,8 +19,8 @@ from nova_search.spec._base import (
     StrictModel,
     parse_cores,
 )
-from nova_search.spec.engine import SECRET_NAME, EngineDefaults, EngineSpec, ModelSpec
-from nova_search.spec.load import (
+from nova_search.spec.model_engine import SECRET_NAME, EngineDefaults, EngineSpec, ModelSpec
+from nova_search.spec.reader import (
     apply_overrides,
     format_validation_error,
     load_spec,

@@ -12,10 +12,10 @@ from pydantic import (
 )
 
 from nova_search.errors import SpecError
-from nova_search.metrics import METRIC_NAMES
-from nova_search.objectives import Condition, make_condition, parse_condition
+from nova_search.measure.metrics import METRIC_NAMES
+from nova_search.measure.objectives import Condition, make_condition, parse_condition
 from nova_search.spec._base import SPEC_METHODS, StrictModel
-from nova_search.spec.engine import EngineDefaults, EngineSpec, ModelSpec
+from nova_search.spec.model_engine import EngineDefaults, EngineSpec, ModelSpec
 from nova_search.spec.space import SpaceSpec
 from nova_search.spec.workload import SweepSpec, WorkloadSpec
 
@@ -134,7 +134,7 @@ class EarlyStopSpec(StrictModel):
 class ConfirmSpec(StrictModel):
     """Measure again the trials that come out on or near the front: ABBA windows against the current
     leader, kept resident between trials (asleep in vLLM's sleep mode on a GPU), until the two
-    intervals separate or the cap is reached (nova_search/confirm.py)."""
+    intervals separate or the cap is reached (nova_search/trial/confirm.py)."""
 
     #: a finished feasible trial is confirmed unless another beat it on every objective, at every level,
     #: by more than this (relative); in the speculative stage every feasible candidate is confirmed

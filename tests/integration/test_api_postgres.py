@@ -18,9 +18,9 @@ import yaml
 from optuna.trial import TrialState
 
 from nova_search import schema
-from nova_search import study as nova_study
 from nova_search.db import LevelStore
 from nova_search.engine.command import deployable_argv
+from nova_search.search import lifecycle as nova_study
 from tests.support import REPO
 from tests.support.cli import nova as cli
 from tests.support.cli import nova_ok as ok

@@ -104,8 +104,8 @@ def test_bench_without_a_key_is_refused_and_reported(shared_vllm):
 def test_a_a_run_on_the_real_engine_reports_no_verified_gain(shared_vllm):
     """The same configuration measured twice with the same workload seeds is not a verified gain."""
     from nova_search.analysis import compare
-    from nova_search.bench import BenchPlan, run_bench
     from nova_search.spec import WorkloadSpec
+    from nova_search.trial.bench import BenchPlan, run_bench
 
     def window(seed: int, warmup: int) -> float:
         plan = BenchPlan(

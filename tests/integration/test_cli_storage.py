@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from nova_search import study as nova_study
+from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support import REPO
 from tests.support.cli import nova

@@ -14,7 +14,7 @@ from optuna.artifacts import get_all_artifact_meta
 
 from nova_search import schema
 from nova_search.results.load import load_results
-from nova_search.results.verdict import verdict_of
+from nova_search.results.speculation import verdict_of
 from tests.support.cli import nova, nova_ok
 from tests.support.fake_engine import engine_records
 from tests.support.specs import fake_spec_dict, minimal_spec_dict

@@ -19,8 +19,8 @@ import statistics
 
 import pytest
 
-from nova_search.bench import vllm_names
-from nova_search.metrics import LevelResult
+from nova_search.measure.metrics import LevelResult
+from nova_search.trial.bench import vllm_names
 from tests.support.crosscheck import CrossCheckPlan, compare, report, run_crosscheck
 
 pytestmark = pytest.mark.slow

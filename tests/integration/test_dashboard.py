@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from nova_search import schema
-from nova_search import study as nova_study
+from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support.cli import nova
 from tests.support.dashboard import serve_dashboard, study_detail

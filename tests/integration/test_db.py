@@ -32,10 +32,10 @@ from nova_search.db import (
     upgrade,
 )
 from nova_search.db.migrate import VERSION_TABLE, alembic_config, head_revision, include_object
-from nova_search.db.models import METRIC_COLUMNS
 from nova_search.db.store import _upsert_portable
+from nova_search.db.tables import METRIC_COLUMNS
 from nova_search.errors import StorageError
-from nova_search.metrics import METRIC_NAMES, LevelResult
+from nova_search.measure.metrics import METRIC_NAMES, LevelResult
 from tests.support import REPO, builders
 from tests.support.net import TcpProxy
 from tests.support.pg import SHARED as PG_URL

@@ -14,8 +14,8 @@ import pytest
 from optuna.trial import TrialState
 
 from nova_search import schema
-from nova_search import study as nova_study
 from nova_search.db import LevelStore, count_toward_budget
+from nova_search.search import lifecycle as nova_study
 from tests.support import REPO
 from tests.support.pg import fresh_database, own_server
 from tests.support.specs import fake_spec

@@ -22,7 +22,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from nova_search import schema
-from nova_search import study as nova_study
+from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support import REPO
 from tests.support.cli import nova

@@ -15,8 +15,8 @@ import pytest
 from optuna.trial import TrialState
 
 from nova_search import schema
-from nova_search import study as nova_study
 from nova_search.db import count_toward_budget
+from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support.cli import nova
 from tests.support.fake_engine import EngineLife, engine_records

@@ -13,7 +13,7 @@ import pytest
 
 from nova_search.engine.command import build_launch
 from nova_search.spec import parse_spec
-from nova_search.trial import choose_config
+from nova_search.trial.run import choose_config
 from tests.support.specs import minimal_spec_dict
 
 pytestmark = pytest.mark.slow

@@ -22,9 +22,9 @@ import pytest
 
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import ClientPlan, measure_level, run_level
+from nova_search.loadgen.prompts import Message, Prompt, SyntheticSource
 from nova_search.loadgen.runner import LevelPlan, PromptStream, poisson_gaps, shares
-from nova_search.loadgen.workload import Message, Prompt, SyntheticSource
-from nova_search.metrics import summarize
+from nova_search.measure.metrics import summarize
 from nova_search.spec import PoissonArrival, WorkloadSpec
 from tests.support.workers import children
 

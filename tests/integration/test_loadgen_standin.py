@@ -22,10 +22,10 @@ from nova_search.engine.probe import parse_metrics, read_version
 from nova_search.loadgen.client import Target, send
 from nova_search.loadgen.http import Pool
 from nova_search.loadgen.procs import run_level
+from nova_search.loadgen.prompts import Prompt
 from nova_search.loadgen.runner import LevelPlan
-from nova_search.loadgen.workload import Prompt
-from nova_search.metrics import summarize
-from nova_search.records import RequestRecord
+from nova_search.measure.metrics import summarize
+from nova_search.measure.records import RequestRecord
 from tests.support.standin import StandinServer
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,10 +22,10 @@ from tokenizers import Tokenizer
 from nova_search.loadgen.client import Target, send
 from nova_search.loadgen.http import Pool
 from nova_search.loadgen.procs import run_level
+from nova_search.loadgen.prompts import Message, Prompt, level_seed, prompt_source
 from nova_search.loadgen.runner import LevelPlan, poisson_gaps, take
-from nova_search.loadgen.workload import Message, Prompt, level_seed, prompt_source
-from nova_search.metrics import summarize
-from nova_search.records import RequestRecord
+from nova_search.measure.metrics import summarize
+from nova_search.measure.records import RequestRecord
 from nova_search.spec import ClosedArrival, ModelSpec, PoissonArrival, WorkloadSpec
 from tests.support.standin import StandinServer
 

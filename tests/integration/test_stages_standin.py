@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from nova_search import schema
-from nova_search import study as nova_study
 from nova_search.db import open_storage
 from nova_search.results.load import load_results
 from nova_search.results.select import tuned_baseline
+from nova_search.search import lifecycle as nova_study
 from nova_search.spec import load_spec
 from tests.support.cli import nova
 from tests.support.specs import minimal_spec_dict

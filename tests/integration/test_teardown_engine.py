@@ -12,7 +12,7 @@ import optuna
 import pytest
 
 from nova_search import schema
-from nova_search import study as nova_study
+from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support import REPO
 from tests.support.specs import tiny_spec

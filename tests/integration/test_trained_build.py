@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import nova_search
-from nova_search.trained.build import TrainPlan, build_trained_pair
+from nova_search.models.trained.build import TrainPlan, build_trained_pair
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Speculation on the trained pair (``nova_search.trained``), on the real engine: vLLM's CPU build,
+"""Speculation on the trained pair (``nova_search.models.trained``), on the real engine: vLLM's CPU build,
 real weights, held-out text from the study's own workload, nova's own launcher.
 
 - The distilled draft model is accepted for more than 0.3 of its drafted tokens, and the EAGLE-3 head

@@ -14,10 +14,10 @@ from typing import Any
 from optuna.distributions import CategoricalDistribution, IntDistribution, distribution_to_json
 
 from nova_search.engine.config import EngineConfig
-from nova_search.metrics import LevelResult
-from nova_search.objectives import Objective, objective_value
-from nova_search.results.records import StudyResults, TrialResult
+from nova_search.measure.metrics import LevelResult
+from nova_search.measure.objectives import Objective, objective_value
 from nova_search.results.select import pareto_front
+from nova_search.results.trials import StudyResults, TrialResult
 from nova_search.schema import WorkerTag
 
 T0 = datetime(2026, 1, 1, 12, 0, 0)

@@ -14,9 +14,9 @@ from nova_search.engine.config import EngineConfig, SpeculativeConfig
 from nova_search.engine.probe import parse_metrics
 from nova_search.engine.server import Server, free_port
 from nova_search.loadgen.client import Target
+from nova_search.loadgen.prompts import Prompt
 from nova_search.loadgen.reference import collect_outputs
-from nova_search.loadgen.workload import Prompt
-from nova_search.records import ReferenceOutputs
+from nova_search.measure.records import ReferenceOutputs
 from nova_search.spec import StudySpec, load_spec
 from tests.support import REPO
 

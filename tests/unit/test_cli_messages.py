@@ -11,7 +11,7 @@ from rich.console import Console
 
 from nova_search.cli._common import fail
 from nova_search.errors import EngineError, SpecError
-from nova_search.progress import RichReporter
+from nova_search.report.progress import RichReporter
 
 BRACKETS = "give engine.command (e.g. [vllm, serve]); name '[/x]' and [bold]x"
 

@@ -9,14 +9,14 @@ import optuna
 import pytest
 
 from nova_search import schema
-from nova_search.confirm import dominated_by, head_to_head, leader_first, pair_schedule, settled
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError, TrialFailure
-from nova_search.objectives import Objective
-from nova_search.records import Paired
-from nova_search.residency import Residency, Resident, adopt_leader, park_mode
-from nova_search.space import Facts
+from nova_search.measure.objectives import Objective
+from nova_search.measure.records import Paired
+from nova_search.search.rules import Facts
 from nova_search.spec import parse_spec
+from nova_search.trial.confirm import dominated_by, head_to_head, leader_first, pair_schedule, settled
+from nova_search.trial.residency import Residency, Resident, adopt_leader, park_mode
 from tests.support.builders import level
 from tests.support.specs import fake_spec_dict
 

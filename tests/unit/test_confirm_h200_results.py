@@ -10,10 +10,10 @@ import tarfile
 
 import pytest
 
-from nova_search.confirm import head_to_head
-from nova_search.objectives import Objective
+from nova_search.measure.objectives import Objective
 from nova_search.results.cost import gpu_time
 from nova_search.results.load import load_results
+from nova_search.trial.confirm import head_to_head
 from tests.support import REPO, script
 
 RESULTS = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm"

@@ -15,7 +15,7 @@ from optuna_dashboard import get_note
 from nova_search import schema
 from nova_search.artifacts import append_jsonl, request_rows, upload_files
 from nova_search.engine.config import EngineConfig
-from nova_search.records import RequestRecord
+from nova_search.measure.records import RequestRecord
 from nova_search.report.dashboard import (
     GRAPH_ACCEPTANCE,
     GRAPH_LATENCY,

@@ -7,8 +7,8 @@ import optuna
 from nova_search import schema
 from nova_search.analysis.dominance import Finished, broken_constraint, dominates, early_stop
 from nova_search.engine.config import EngineConfig
-from nova_search.objectives import Objective, parse_condition
-from nova_search.trial import _finished
+from nova_search.measure.objectives import Objective, parse_condition
+from nova_search.trial.run import _finished
 from tests.support.builders import level
 
 TPUT = Objective("output_throughput", "maximize", "best")

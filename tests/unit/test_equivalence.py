@@ -10,6 +10,7 @@ import pytest
 from nova_search.analysis.equivalence import TOLERANCE, compare_outputs, first_divergence
 from nova_search.engine.server import free_port
 from nova_search.loadgen.client import Target
+from nova_search.loadgen.prompts import level_seed, prompt_source
 from nova_search.loadgen.reference import (
     REFERENCE_OUTPUT_LEN,
     REFERENCE_PROMPTS,
@@ -18,7 +19,6 @@ from nova_search.loadgen.reference import (
     parse_token_ids,
     reference_prompts,
 )
-from nova_search.loadgen.workload import level_seed, prompt_source
 from nova_search.spec import ModelSpec, WorkloadSpec
 
 BASE = [tuple(range(i, i + 32)) for i in range(8)]
@@ -124,7 +124,7 @@ def test_reference_prompts_are_fixed_per_study_and_apart_from_the_sweep() -> Non
 
 
 def test_reference_prompts_of_a_chat_workload_go_as_token_ids(tmp_path: Path) -> None:
-    from nova_search.tinymodel import build_tiny_model
+    from nova_search.models.tiny import build_tiny_model
 
     tiny = build_tiny_model(tmp_path / "tiny", eagle3=False)
     w = WorkloadSpec(input_len=24, output_len=10, endpoint="chat")
@@ -164,7 +164,7 @@ def test_collect_outputs_never_raises_for_a_request() -> None:
 def test_outputs_round_trip_through_json() -> None:
     import json
 
-    from nova_search.records import ReferenceOutputs
+    from nova_search.measure.records import ReferenceOutputs
     from nova_search.schema import decode_reference as outputs_from_dict
     from nova_search.schema import encode_reference as outputs_as_dict
 

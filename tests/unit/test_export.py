@@ -20,7 +20,7 @@ from nova_search.results.export import (
     render,
     split_launch,
 )
-from nova_search.results.records import TrialResult
+from nova_search.results.trials import TrialResult
 from nova_search.schema import WorkerTag
 from tests.support.builders import launch_argv, level, study, trial
 

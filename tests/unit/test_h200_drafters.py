@@ -17,7 +17,8 @@ import pytest
 
 from nova_search.engine.command import config_args
 from nova_search.engine.probe import parse_metrics
-from nova_search.space import Facts, incompatibilities, sample, tuned_config
+from nova_search.search.configs import sample, tuned_config
+from nova_search.search.rules import Facts, incompatibilities
 from nova_search.spec import load_spec
 from tests.support import REPO, script
 

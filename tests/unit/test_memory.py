@@ -10,7 +10,7 @@ import pytest
 
 from nova_search.engine.config import EngineConfig
 from nova_search.engine.memory import GIB, ModelShape, estimate
-from nova_search.space import Facts, incompatibilities
+from nova_search.search.rules import Facts, incompatibilities
 from tests.support import REPO
 
 QWEN3_8B = json.loads((REPO / "benchmarks" / "h200" / "qwen3-8b-config.json").read_text())

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from nova_search.engine.probe import parse_metrics
-from nova_search.metrics import METRIC_NAMES, LevelResult, RequestSLO, engine_summary, summarize
-from nova_search.records import EngineSample, LevelRun, RequestRecord
+from nova_search.measure.metrics import METRIC_NAMES, LevelResult, RequestSLO, engine_summary, summarize
+from nova_search.measure.records import EngineSample, LevelRun, RequestRecord
 
 
 def ok(send: float, chunks: list[tuple[float, int]], prompt: int = 10) -> RequestRecord:
@@ -579,7 +579,7 @@ def test_new_fields_are_metrics_and_round_trip() -> None:
 def test_vllm_names_cover_every_statistic_vllm_bench_serve_writes():
     """`bench --json-names vllm`: vLLM's keys (``benchmarks/serve.py``: mean, median, std and the
     asked percentiles of ttft, tpot, itl and e2el), from the same LevelResult fields."""
-    from nova_search.bench import vllm_names
+    from nova_search.trial.bench import vllm_names
     from tests.support.builders import level
 
     named = vllm_names(level(8, 100.0, 40.0, ttft_std_ms=3.0, ttft_p95_ms=35.0))

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from nova_search.errors import SpecError
-from nova_search.metrics import LevelResult
-from nova_search.objectives import (
+from nova_search.measure.metrics import LevelResult
+from nova_search.measure.objectives import (
     UNDEFINED_VIOLATION,
     Condition,
     Objective,

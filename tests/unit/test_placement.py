@@ -15,18 +15,12 @@ from nova_search.engine.command import build_launch
 from nova_search.engine.config import EngineConfig
 from nova_search.engine.memory import ModelShape
 from nova_search.errors import SpecError
-from nova_search.placement import (
-    FittingSampler,
-    NoSlot,
-    place,
-    queued_gpus,
-    sampled_tp,
-    server_gpus,
-    tp_values,
-)
-from nova_search.space import Facts, host_facts, incompatibilities, sample
+from nova_search.search.configs import sample
+from nova_search.search.host import host_facts
+from nova_search.search.rules import Facts, incompatibilities
+from nova_search.search.sampler import FittingSampler, make_sampler
 from nova_search.spec import StudySpec, parse_spec
-from nova_search.study import make_sampler
+from nova_search.worker.placement import NoSlot, place, queued_gpus, sampled_tp, server_gpus, tp_values
 from tests.support import REPO
 from tests.support.specs import fake_spec_dict
 

@@ -9,7 +9,7 @@ import re
 import typer.main
 
 from nova_search.cli import app
-from nova_search.spec_reference import block, current_in
+from nova_search.spec.reference import block, current_in
 from tests.support import REPO
 
 README = (REPO / "README.md").read_text()
@@ -21,7 +21,7 @@ def _anchor(heading: str) -> str:
 
 
 def test_the_spec_reference_is_the_generated_one():
-    assert current_in(README) == block(), "stale: run python -m nova_search.spec_reference --write README.md"
+    assert current_in(README) == block(), "stale: run python -m nova_search.spec.reference --write README.md"
 
 
 def test_the_spec_reference_names_every_field_the_validator_can_report():

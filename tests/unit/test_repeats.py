@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nova_search.metrics import LevelResult, combine_repeats
+from nova_search.measure.metrics import LevelResult, combine_repeats
 
 
 def window(tput: float, ttft: float | None, errors: int = 0, requests: int = 10) -> LevelResult:

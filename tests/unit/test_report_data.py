@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from plotly.offline import get_plotlyjs
 
+from nova_search.report.convergence import hypervolume, hypervolume_history, param_importances
 from nova_search.report.data import (
     acceptance_table,
     build_report_data,
@@ -18,9 +19,8 @@ from nova_search.report.data import (
     throughput_table,
 )
 from nova_search.report.html import render_html, write_report
-from nova_search.report.search import hypervolume, hypervolume_history, param_importances
 from nova_search.results.select import stock_trial, tuned_baseline
-from nova_search.results.verdict import verdict_of
+from nova_search.results.speculation import verdict_of
 from tests.support.builders import full_report_study
 from tests.support.builders import level as lv
 from tests.support.builders import report_study as study
@@ -245,7 +245,7 @@ def test_no_speculative_trial_means_no_verdict_and_says_so():
 
 
 def test_a_speculative_trial_whose_greedy_output_diverged_is_flagged(full):
-    from nova_search.records import ReferenceOutputs
+    from nova_search.measure.records import ReferenceOutputs
 
     same = ReferenceOutputs(token_ids=((1, 2, 3, 4),) * 8, errors=("",) * 8)
     other = ReferenceOutputs(token_ids=((9, 9, 9, 9),) * 8, errors=("",) * 8)

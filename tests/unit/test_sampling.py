@@ -10,10 +10,9 @@ import optuna
 import pytest
 
 from nova_search.errors import SpecError
-from nova_search.sampling import NovaSampler, repeats
-from nova_search.space import sample
+from nova_search.search.configs import sample
+from nova_search.search.sampler import NovaSampler, make_sampler, repeats
 from nova_search.spec import parse_spec
-from nova_search.study import make_sampler
 from tests.support.specs import minimal_spec_dict
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nova_search.analysis import Saturation, find_saturation
-from nova_search.metrics import LevelResult
+from nova_search.measure.metrics import LevelResult
 from tests.support.builders import level
 
 

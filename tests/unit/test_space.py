@@ -10,7 +10,9 @@ import optuna
 import pytest
 
 from nova_search.engine.config import EngineConfig, SpeculativeConfig
-from nova_search.space import RULES, Facts, host_facts, incompatibilities, sample, stock_config
+from nova_search.search.configs import sample, stock_config
+from nova_search.search.host import host_facts
+from nova_search.search.rules import RULES, Facts, incompatibilities
 from nova_search.spec import StudySpec, parse_spec
 
 BASE_PARAMS: dict[str, Any] = {
@@ -428,7 +430,7 @@ def test_suffix_needs_arctic_inference_where_the_engine_environment_is_known() -
 def test_engine_packages_asks_the_engine_interpreter(tmp_path) -> None:
     import sys
 
-    from nova_search.space import engine_packages
+    from nova_search.search.host import engine_packages
 
     assert engine_packages(sys.executable) == frozenset()  # the project's venv has no arctic-inference
     assert engine_packages(None) is None

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from nova_search.cli import app
 from nova_search.errors import SpecError
-from nova_search.metrics import METRIC_NAMES
+from nova_search.measure.metrics import METRIC_NAMES
 from nova_search.spec import (
     ConstraintSpec,
     EngineSpec,

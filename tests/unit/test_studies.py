@@ -11,7 +11,8 @@ import pytest
 
 from nova_search.engine.command import config_args
 from nova_search.errors import SpecError
-from nova_search.space import Facts, incompatibilities, sample, tuned_config
+from nova_search.search.configs import sample, tuned_config
+from nova_search.search.rules import Facts, incompatibilities
 from nova_search.spec import load_spec
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"

@@ -1,4 +1,4 @@
-"""The trained pair's corpus and build plan (``nova_search.trained``): pure functions, on this machine's
+"""The trained pair's corpus and build plan (``models.trained``): pure functions, on this machine's
 real standard library and licence texts. Training itself runs in tests/integration/test_trained_engine.py;
 the GPU pair's report from the H200 (benchmarks/results/trained-h200) is checked against the plan here."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nova_search.trained import corpus
-from nova_search.trained.build import TrainPlan, cpu_facts, default_dir, gpu_plan, plan_key
+from nova_search.models.trained import corpus
+from nova_search.models.trained.build import TrainPlan, cpu_facts, default_dir, gpu_plan, plan_key
 from tests.support import REPO
 from tests.support.cli import nova
 

@@ -15,15 +15,16 @@ from optuna.trial import TrialState
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, OperationalError, PendingRollbackError
 
-from nova_search import schema, worker
-from nova_search import study as nova_study
+from nova_search import schema
 from nova_search.db import count_toward_budget, open_storage, retrying
-from nova_search.db.errors import is_transient, storage_error
+from nova_search.db.failures import is_transient, storage_error
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import StorageError, TrialFailure
-from nova_search.placement import NoSlot, server_gpus
+from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
-from nova_search.trial import choose_config
+from nova_search.trial.run import choose_config
+from nova_search.worker import loop as worker
+from nova_search.worker.placement import NoSlot, server_gpus
 from tests.support.specs import fake_spec_dict
 
 

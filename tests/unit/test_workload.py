@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nova_search.errors import SpecError
-from nova_search.loadgen.workload import level_seed, synthetic, vocab_size
+from nova_search.loadgen.prompts import level_seed, synthetic, vocab_size
 from nova_search.spec import LenRange, ModelSpec, WorkloadSpec
 
 

@@ -15,7 +15,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from nova_search.errors import SpecError
-from nova_search.loadgen.workload import (
+from nova_search.loadgen.prompts import (
     JsonlSource,
     Message,
     Prompt,
@@ -42,7 +42,7 @@ from nova_search.spec import (
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from nova_search.tinymodel import build_tiny_model
+    from nova_search.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", eagle3=False)
 

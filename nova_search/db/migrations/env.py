@@ -16,7 +16,7 @@ from sqlalchemy import pool
 
 from nova_search.db._url import open_engine, parse
 from nova_search.db.migrate import VERSION_TABLE, include_object
-from nova_search.db.models import Base
+from nova_search.db.tables import Base
 
 config = context.config
 

@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from nova_search.results.records import StudyResults
 from nova_search.results.select import best_trials
+from nova_search.results.trials import StudyResults
 
 
 class RichReporter:

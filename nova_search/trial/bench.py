@@ -23,11 +23,11 @@ from nova_search.artifacts import append_jsonl, request_rows
 from nova_search.errors import NovaError
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import ClientPlan, chunk_rate, measure_level
+from nova_search.loadgen.prompts import level_seed, prompt_source
 from nova_search.loadgen.runner import LevelPlan, PromptStream, take
-from nova_search.loadgen.workload import level_seed, prompt_source
-from nova_search.metrics import LevelResult, summarize
+from nova_search.measure.metrics import LevelResult, summarize
 from nova_search.spec import ModelSpec, WorkloadSpec
-from nova_search.window import RERUN_SEED_STEP
+from nova_search.trial.window import RERUN_SEED_STEP
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,9 @@ from typing import Any
 
 from nova_search.engine.command import deployable_argv
 from nova_search.engine.config import EngineConfig
-from nova_search.metrics import LevelResult
-from nova_search.objectives import Direction, Objective
-from nova_search.records import Paired, ReferenceOutputs
+from nova_search.measure.metrics import LevelResult
+from nova_search.measure.objectives import Direction, Objective
+from nova_search.measure.records import Paired, ReferenceOutputs
 from nova_search.schema import SEARCH_ROLE, WorkerTag
 
 

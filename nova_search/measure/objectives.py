@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from nova_search.errors import SpecError
-from nova_search.metrics import METRIC_NAMES, LevelResult, higher_is_better
+from nova_search.measure.metrics import METRIC_NAMES, LevelResult, higher_is_better
 
 Direction = Literal["maximize", "minimize"]
 Op = Literal["<=", ">=", "<", ">"]

@@ -12,7 +12,6 @@ The worker loop that runs trials is ``worker``.
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from typing import Any
 
@@ -32,44 +31,16 @@ from nova_search.db import (
     study_names,
     upgrade,
 )
-from nova_search.errors import SpecError, StorageError
+from nova_search.db.stages import stage_plan, stage_study_name
+from nova_search.errors import StorageError
 from nova_search.results.decode import study_results
 from nova_search.results.select import tuned_baseline
-from nova_search.sampling import NovaSampler
 from nova_search.schema import StageBase
-from nova_search.space import tuned_config
+from nova_search.search.configs import tuned_config
+from nova_search.search.sampler import make_sampler
 from nova_search.spec import StudySpec, parse_spec, redacted_spec
-from nova_search.stages import stage_plan, stage_study_name
 
 DEFAULT_STORAGE = "sqlite:///nova.db"
-
-
-def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
-    seed = spec.sampler.seed
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        name = spec.sampler.name
-        # a model-based sampler sees lists of numbers in order, never proposes a configuration the
-        # study already has, and starts spread out (sampling.py; benchmarks/sampler_replay.py)
-        if name == "tpe":
-            return NovaSampler(
-                optuna.samplers.TPESampler(
-                    multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=3
-                ),
-                seed=seed,
-            )
-        if name == "gp":
-            if importlib.util.find_spec("torch") is None:  # Optuna's GPSampler needs it, at its first draw
-                raise SpecError(
-                    "sampler.name: gp needs PyTorch, which is not installed (pip install torch); "
-                    "use tpe, nsga2 or random"
-                )
-            return NovaSampler(optuna.samplers.GPSampler(seed=seed), seed=seed)
-        if name == "nsga2":
-            return optuna.samplers.NSGAIISampler(seed=seed)
-        if name == "random":
-            return optuna.samplers.RandomSampler(seed=seed)
-        raise SpecError("sampler.name: grid needs a finite space; use tpe, gp, nsga2 or random for this spec")
 
 
 def _new_stage_study(

@@ -18,7 +18,7 @@ def tiny_model(
     out_dir: Annotated[str, typer.Argument(metavar="DIR", help="Folder to write the model into.")],
 ) -> None:
     """Build the tiny local model (Llama shape, local tokenizer; serve with --load-format dummy)."""
-    from nova_search.tinymodel import build_tiny_model
+    from nova_search.models.tiny import build_tiny_model
 
     path = build_tiny_model(out_dir)
     console.print(f"tiny model written to {path} (EAGLE-3 drafter in {path / 'eagle3'})")
@@ -49,7 +49,7 @@ def trained_model(
     model, a draft model (DIR/draft), an EAGLE-3 head (DIR/eagle3) and a held-out workload
     (DIR/workload.jsonl). Kept when already built the same way. ``--size gpu --corpus SITE`` trains
     the GPU pair instead (about 5 minutes on one H200)."""
-    from nova_search.trained.build import TrainPlan, build_trained_pair, gpu_plan, summary_lines
+    from nova_search.models.trained.build import TrainPlan, build_trained_pair, gpu_plan, summary_lines
 
     if not engine_python:
         fail(SpecError("--engine-python: give an interpreter with vLLM and torch, or set NOVA_ENGINE_PYTHON"))

@@ -1,4 +1,4 @@
-"""The worker loop: ask a trial within the budget, run it (``trial.run_trial``), tell the outcome.
+"""The worker loop: ask a trial within the budget, run it (``trial.run.run_trial``), tell the outcome.
 
 Optuna records heartbeats only inside ``study.optimize``; this loop runs its own ask/tell so that it
 can hold the budget lock (``db.StorageLock``) around "count, then ask". It covers what optimize would:
@@ -53,16 +53,17 @@ from nova_search.db import (
     retrying,
     storage_retry_s,
 )
+from nova_search.db.stages import stage_plan
 from nova_search.engine.command import engine_prefix, unresolved_references
 from nova_search.errors import EngineError, TrialFailure
-from nova_search.metrics import LevelResult
-from nova_search.placement import FittingSampler, NoSlot, Placement, ask_fitting, place, queued_gpus
-from nova_search.residency import Residency
-from nova_search.space import host_facts
+from nova_search.measure.metrics import LevelResult
+from nova_search.search.host import host_facts
+from nova_search.search.lifecycle import load, next_stage, stage_done
+from nova_search.search.sampler import FittingSampler
 from nova_search.spec import StudySpec
-from nova_search.stages import stage_plan
-from nova_search.study import load, next_stage, stage_done
-from nova_search.trial import NullReporter, Reporter, TrialContext, run_trial
+from nova_search.trial.residency import Residency
+from nova_search.trial.run import NullReporter, Reporter, TrialContext, run_trial
+from nova_search.worker.placement import NoSlot, Placement, ask_fitting, place, queued_gpus
 
 log = logging.getLogger("nova_search")
 

@@ -50,7 +50,6 @@ from pathlib import Path
 
 import optuna
 
-from nova_search import objectives as obj
 from nova_search import schema
 from nova_search.analysis.dominance import dominates
 from nova_search.analysis.noise import compare
@@ -60,11 +59,26 @@ from nova_search.engine.command import served_name
 from nova_search.engine.server import Server, tail
 from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
-from nova_search.loadgen.workload import level_seed, prompt_source
-from nova_search.metrics import LevelResult, RequestSLO, combine_repeats, summarize
-from nova_search.records import Paired
-from nova_search.residency import BootLeader, Context, Residency, adopt_leader, feasible, finished_trials
-from nova_search.window import headline, keep_requests, run_window, store_levels, warmup_prompts, write_attr
+from nova_search.loadgen.prompts import level_seed, prompt_source
+from nova_search.measure import objectives as obj
+from nova_search.measure.metrics import LevelResult, RequestSLO, combine_repeats, summarize
+from nova_search.measure.records import Paired
+from nova_search.trial.residency import (
+    BootLeader,
+    Context,
+    Residency,
+    adopt_leader,
+    feasible,
+    finished_trials,
+)
+from nova_search.trial.window import (
+    headline,
+    keep_requests,
+    run_window,
+    store_levels,
+    warmup_prompts,
+    write_attr,
+)
 
 log = logging.getLogger(__name__)
 

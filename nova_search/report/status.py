@@ -16,8 +16,8 @@ from datetime import datetime
 
 from nova_search.analysis import dominance
 from nova_search.results.cost import GpuTime, gpu_time
-from nova_search.results.records import StudyResults, TrialResult
 from nova_search.results.select import best_trials, tuned_baseline
+from nova_search.results.trials import StudyResults, TrialResult
 
 STATES = ("COMPLETE", "RUNNING", "WAITING", "PRUNED", "FAIL")
 #: a slot that finished a trial this long ago (seconds) still counts as seen recently

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from nova_search.records import EngineSample, LevelRun, RequestRecord
+from nova_search.measure.records import EngineSample, LevelRun, RequestRecord
 
 PERCENTILES = (("mean", None), ("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
 #: spread statistics of each latency (numpy: ``std`` is the population standard deviation, as in

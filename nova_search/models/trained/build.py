@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from nova_search import tinymodel
 from nova_search.errors import EngineError, SpecError
-from nova_search.space import cpu_info
-from nova_search.trained import corpus
+from nova_search.models import tiny as tinymodel
+from nova_search.models.trained import corpus
+from nova_search.search.host import cpu_info
 
 VOCAB = 4096
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")

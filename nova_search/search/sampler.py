@@ -33,13 +33,18 @@ time) are drawn by the base sampler one by one, numbers in order too.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
+
+from nova_search.errors import SpecError
+from nova_search.spec import StudySpec
 
 #: states of a trial whose configuration the study has (or is about to have)
 _HELD = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
@@ -143,7 +148,7 @@ def from_rank(d: BaseDistribution, value: Any) -> Any:
 
 class WrappedSampler(optuna.samplers.BaseSampler):
     """A sampler around another (``base``): everything it does not change goes to the base. Subclasses
-    change the sampling methods (``NovaSampler`` here, ``placement.FittingSampler``)."""
+    change the sampling methods (``NovaSampler`` here, ``FittingSampler``)."""
 
     def __init__(self, base: optuna.samplers.BaseSampler) -> None:
         self.base = base
@@ -269,3 +274,86 @@ def _study_distributions(study: optuna.Study) -> dict[str, BaseDistribution]:
     for t in study._get_trials(deepcopy=False, use_cache=True):
         out.update(t.distributions)
     return out
+
+
+#: the one parameter a worker's slot constrains (``worker.placement``)
+TP = "tensor_parallel_size"
+
+
+def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
+    seed = spec.sampler.seed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        name = spec.sampler.name
+        # a model-based sampler sees lists of numbers in order, never proposes a configuration the
+        # study already has, and starts spread out (this module; benchmarks/sampler_replay.py)
+        if name == "tpe":
+            return NovaSampler(
+                optuna.samplers.TPESampler(
+                    multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=3
+                ),
+                seed=seed,
+            )
+        if name == "gp":
+            if importlib.util.find_spec("torch") is None:  # Optuna's GPSampler needs it, at its first draw
+                raise SpecError(
+                    "sampler.name: gp needs PyTorch, which is not installed (pip install torch); "
+                    "use tpe, nsga2 or random"
+                )
+            return NovaSampler(optuna.samplers.GPSampler(seed=seed), seed=seed)
+        if name == "nsga2":
+            return optuna.samplers.NSGAIISampler(seed=seed)
+        if name == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        raise SpecError("sampler.name: grid needs a finite space; use tpe, gp, nsga2 or random for this spec")
+
+
+def _values(distribution: BaseDistribution) -> list[Any]:
+    if isinstance(distribution, CategoricalDistribution):
+        return list(distribution.choices)
+    if isinstance(distribution, IntDistribution):
+        return list(range(distribution.low, distribution.high + 1, distribution.step))
+    return []
+
+
+class FittingSampler(WrappedSampler):
+    """The study's sampler, with ``tensor_parallel_size`` drawn only among ``allowed``.
+
+    The parameter keeps the study's distribution and is drawn apart from the joint (relative) sample,
+    as Optuna's ``PartialFixedSampler`` does for a fixed one. One allowed value is taken as it is;
+    among several, the study's sampler proposes and a proposal that does not fit is drawn again (its
+    proposal restricted to what fits), up to ``tries`` times, then the trial takes one in turn."""
+
+    def __init__(self, base: optuna.samplers.BaseSampler, allowed: Sequence[int], tries: int = 32) -> None:
+        super().__init__(base)
+        self.allowed = tuple(allowed)
+        self.tries = tries
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        space = self.base.infer_relative_search_space(study, trial)
+        return {k: v for k, v in space.items() if k != TP}
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        # a grouped TPE samples its groups whatever the search space says: TP is drawn on its own
+        params = self.base.sample_relative(study, trial, search_space)
+        return {k: v for k, v in params.items() if k != TP}
+
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        if param_name != TP:
+            return self.base.sample_independent(study, trial, param_name, param_distribution)
+        fits = [v for v in _values(param_distribution) if v in self.allowed]
+        if not fits:
+            raise SpecError(f"{TP}: none of the values drawn fits this worker's slot")
+        if len(fits) == 1:
+            return fits[0]
+        for _ in range(self.tries):
+            value = self.base.sample_independent(study, trial, param_name, param_distribution)
+            if value in fits:
+                return value
+        return fits[trial.number % len(fits)]

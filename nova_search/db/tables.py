@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import JSON, DateTime, Float, Integer, MetaData, String, UniqueConstraint, func
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from nova_search.metrics import METRIC_NAMES
+from nova_search.measure.metrics import METRIC_NAMES
 
 #: every nova table starts with this; alembic's include_object keeps autogenerate inside it
 TABLE_PREFIX = "nova_"
@@ -39,7 +39,7 @@ class LevelResultRow(Base):
     """One concurrency level of one Optuna trial: the LevelResult, flattened, plus where it ran.
 
     ``trial_id`` is Optuna's ``trials.trial_id`` (no FK: Optuna's schema is not ours to alter).
-    Metric columns carry the names of ``nova_search.metrics.METRIC_NAMES``; the counts are
+    Metric columns carry the names of ``nova_search.measure.metrics.METRIC_NAMES``; the counts are
     integers, everything else a float; all are nullable (None = undefined for that level).
     """
 

@@ -8,8 +8,8 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nova_search.objectives import Objective
-from nova_search.results.records import StudyResults
+from nova_search.measure.objectives import Objective
+from nova_search.results.trials import StudyResults
 
 #: importances need at least this many complete trials with parameters
 MIN_IMPORTANCE_TRIALS = 2

@@ -25,7 +25,7 @@ import numpy as np
 LICENCES = Path("/usr/share/common-licenses")
 #: standard-library folders that are not library source
 _SKIP_PARTS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
-EOS = 2  # "</s>", as in nova_search.tinymodel
+EOS = 2  # "</s>", as in nova_search.models.tiny
 #: folders whose files are named from them on (``package_files``' roots: the bundle's is ``site``)
 _SITES = {"site", "site-packages", "dist-packages"}
 

@@ -19,7 +19,7 @@ from nova_search.engine import sleep as sleep_mode
 from nova_search.engine.config import EngineConfig
 from nova_search.engine.server import Server
 from nova_search.errors import TrialFailure
-from nova_search.space import Facts
+from nova_search.search.rules import Facts
 from nova_search.spec import StudySpec
 
 log = logging.getLogger(__name__)

@@ -27,23 +27,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from nova_search import schema
 from nova_search.db import rdb_storage
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError
-from nova_search.sampling import WrappedSampler
-from nova_search.space import baseline_config, stock_config
+from nova_search.search.configs import baseline_config, stock_config
+from nova_search.search.sampler import TP
 from nova_search.spec import IntChoices, IntRange, StudySpec
 
 log = logging.getLogger("nova_search")
-
-TP = "tensor_parallel_size"
 
 
 class NoSlot(SpecError):
@@ -141,14 +137,6 @@ def queued_gpus(
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _values(distribution: BaseDistribution) -> list[Any]:
-    if isinstance(distribution, CategoricalDistribution):
-        return list(distribution.choices)
-    if isinstance(distribution, IntDistribution):
-        return list(range(distribution.low, distribution.high + 1, distribution.step))
-    return []
-
-
 def ask_fitting(study: optuna.Study, fits: Callable[[FrozenTrial], bool]) -> optuna.Trial:
     """``study.ask()``, except that a queued (WAITING) trial that does not fit this worker is left in
     the queue for one that it fits, where ``ask`` would pop the first one whatever it needs. The same
@@ -167,46 +155,3 @@ def ask_fitting(study: optuna.Study, fits: Callable[[FrozenTrial], bool]) -> opt
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # finished meanwhile (told by a worker that lost its answer): as ask skips it
     return optuna.Trial(study, storage.create_new_trial(study._study_id))
-
-
-class FittingSampler(WrappedSampler):
-    """The study's sampler, with ``tensor_parallel_size`` drawn only among ``allowed``.
-
-    The parameter keeps the study's distribution and is drawn apart from the joint (relative) sample,
-    as Optuna's ``PartialFixedSampler`` does for a fixed one. One allowed value is taken as it is;
-    among several, the study's sampler proposes and a proposal that does not fit is drawn again (its
-    proposal restricted to what fits), up to ``tries`` times, then the trial takes one in turn."""
-
-    def __init__(self, base: optuna.samplers.BaseSampler, allowed: Sequence[int], tries: int = 32) -> None:
-        super().__init__(base)
-        self.allowed = tuple(allowed)
-        self.tries = tries
-
-    def infer_relative_search_space(
-        self, study: optuna.Study, trial: FrozenTrial
-    ) -> dict[str, BaseDistribution]:
-        space = self.base.infer_relative_search_space(study, trial)
-        return {k: v for k, v in space.items() if k != TP}
-
-    def sample_relative(
-        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
-    ) -> dict[str, Any]:
-        # a grouped TPE samples its groups whatever the search space says: TP is drawn on its own
-        params = self.base.sample_relative(study, trial, search_space)
-        return {k: v for k, v in params.items() if k != TP}
-
-    def sample_independent(
-        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
-    ) -> Any:
-        if param_name != TP:
-            return self.base.sample_independent(study, trial, param_name, param_distribution)
-        fits = [v for v in _values(param_distribution) if v in self.allowed]
-        if not fits:
-            raise SpecError(f"{TP}: none of the values drawn fits this worker's slot")
-        if len(fits) == 1:
-            return fits[0]
-        for _ in range(self.tries):
-            value = self.base.sample_independent(study, trial, param_name, param_distribution)
-            if value in fits:
-                return value
-        return fits[trial.number % len(fits)]

@@ -27,12 +27,10 @@ from typing import Any, Protocol
 
 import optuna
 
-from nova_search import objectives as obj
 from nova_search import schema
 from nova_search.analysis import find_saturation
 from nova_search.analysis.dominance import Finished, early_stop
 from nova_search.artifacts import REQUESTS_FILE, upload_files
-from nova_search.confirm import LEADER_REQUESTS_FILE, follow_up
 from nova_search.db import retrying
 from nova_search.engine.command import build_launch, new_api_key, served_name
 from nova_search.engine.config import EngineConfig
@@ -41,14 +39,17 @@ from nova_search.engine.server import Server, free_port, tail
 from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import chunk_rate
+from nova_search.loadgen.prompts import JsonlSource, level_seed, prompt_source
 from nova_search.loadgen.reference import collect_outputs, reference_prompts
-from nova_search.loadgen.workload import JsonlSource, level_seed, prompt_source
-from nova_search.metrics import LevelResult, RequestSLO, combine_repeats, summarize
-from nova_search.placement import server_gpus
-from nova_search.residency import Residency, adopt_tuned, park_mode
-from nova_search.space import Facts, baseline_config, incompatibilities, sample, with_graph_sizes
+from nova_search.measure import objectives as obj
+from nova_search.measure.metrics import LevelResult, RequestSLO, combine_repeats, summarize
+from nova_search.search.configs import baseline_config, sample, with_graph_sizes
+from nova_search.search.rules import Facts, incompatibilities
 from nova_search.spec import StudySpec
-from nova_search.window import keep_requests, run_window, store_levels, warmup_prompts, write_attr
+from nova_search.trial.confirm import LEADER_REQUESTS_FILE, follow_up
+from nova_search.trial.residency import Residency, adopt_tuned, park_mode
+from nova_search.trial.window import keep_requests, run_window, store_levels, warmup_prompts, write_attr
+from nova_search.worker.placement import server_gpus
 
 #: how a server that never came up failed, when the configuration is to blame (the same launch fails
 #: the same way again): out of memory, or a flag or combination the engine refuses. Such a trial ends

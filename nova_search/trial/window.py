@@ -16,10 +16,10 @@ from nova_search.artifacts import append_jsonl, request_rows
 from nova_search.db import retrying
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import ClientPlan, measure_level
+from nova_search.loadgen.prompts import PromptSource, level_seed
 from nova_search.loadgen.runner import LevelPlan, PromptStream, take
-from nova_search.loadgen.workload import PromptSource, level_seed
-from nova_search.metrics import HEADLINE, LevelResult, combine_repeats
-from nova_search.records import LevelRun
+from nova_search.measure.metrics import HEADLINE, LevelResult, combine_repeats
+from nova_search.measure.records import LevelRun
 from nova_search.spec import StudySpec
 
 #: added to a window's seed for each re-run of a client-bound window (new prompts, same workload)

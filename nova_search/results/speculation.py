@@ -8,8 +8,8 @@ from nova_search.analysis.equivalence import Equivalence, compare_outputs
 from nova_search.analysis.verdict import Profile, Verdict, build_verdict
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import NovaError
-from nova_search.results.records import StudyResults, TrialResult, trial_key
 from nova_search.results.select import tuned_baseline
+from nova_search.results.trials import StudyResults, TrialResult, trial_key
 
 
 def equivalence_of(base: TrialResult, candidate: TrialResult) -> Equivalence | None:
