@@ -215,257 +215,7 @@ def _with_figure(parts: list[str], make: Callable[[ReportData], go.Figure | None
 def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
     """The whole report as one HTML document (plotly.js inlined once)."""
     generated = generated or datetime.now()
-    objs = ", ".join(f"{o.name} ({o.direction})" for o in data.objectives) or "none"
-    sections: list[str] = []
-
-    summary = [
-        table(
-            ["study", "storage", "objectives", "stock trial", "tuned trial"],
-            [[data.study_name, data.storage, objs, data.stock_trial, data.tuned_trial]],
-            "summary",
-        )
-    ]
-    summary += [_missing(n) for n in data.notes]
-    sections.append(_section("Summary", summary))
-
-    parts: list[str] = []
-    if data.throughput:
-        parts.append(
-            table(
-                ["concurrency", "stock tok/s", "tuned tok/s", "% vs stock"],
-                [[r.concurrency, r.stock_tok_s, r.tuned_tok_s, r.delta_pct] for r in data.throughput],
-                "throughput",
-            )
-        )
-        _with_figure(parts, throughput_figure, data)
-    else:
-        parts.append(_missing("No stock baseline and no tuned trial measured any level."))
-    sections.append(_section("Stock vs tuned: output throughput", parts))
-
-    parts = []
-    if data.verdict is not None:
-        v = data.verdict
-        parts.append("".join(f"<p>{html.escape(line)}</p>" for line in header_lines(v)))
-        parts.append(
-            table(
-                [
-                    "concurrency",
-                    "stock tok/s",
-                    "tuned tok/s",
-                    "tuned vs stock",
-                    "best speculative",
-                    "speculative tok/s",
-                    "vs tuned",
-                    "95 % interval",
-                    "verdict",
-                ],
-                [
-                    [
-                        r.concurrency,
-                        r.stock_tok_s,
-                        r.tuned_tok_s,
-                        r.tuned_vs_stock_pct,
-                        f"{r.spec_trial} ({r.spec_method})" if r.spec_trial else None,
-                        r.spec_tok_s,
-                        r.spec_vs_tuned_pct,
-                        f"[{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
-                        if r.ci_low is not None and r.ci_high is not None
-                        else None,
-                        r.verdict,
-                    ]
-                    for r in data.speculative
-                ],
-                "speculative",
-            )
-        )
-        if v.drafters:
-            parts.append("<h3>Drafters</h3>" + table(DRAFTER_HEADERS, drafter_rows(v), "drafters"))
-        for d in v.drafters:
-            if d.tradeoffs:
-                parts.append(
-                    f"<h3>Latency tradeoffs: {html.escape(d.method)}</h3>"
-                    + table(TRADEOFF_HEADERS, tradeoff_rows(d), "tradeoffs")
-                )
-        parts.append("<h3>Deployment policy</h3>" + table(POLICY_HEADERS, policy_rows(v), "policy"))
-        if v.schedule:
-            parts.append(
-                f"<p>Dynamic schedule (num_speculative_tokens_per_batch_size): "
-                f"<code>{html.escape(json.dumps([list(x) for x in v.schedule]))}</code> "
-                f"({html.escape(v.schedule_note)})</p>"
-            )
-        parts += [_missing(n) for n in v.notes]
-    else:
-        parts.append(_missing("No speculative trial completed: no verdict and no policy."))
-    sections.append(_section("Stock vs tuned vs speculative, the verdict and the policy", parts))
-
-    parts = []
-    if data.latency:
-        headers = ["concurrency", "which", "trial"] + [
-            f"{m.upper()} {s} (ms)" for m in LATENCY_METRICS for s in ("mean", "p99")
-        ]
-        rows = [
-            [r.concurrency, r.which, r.trial_number]
-            + [getattr(r, f"{m}_{s}_ms") for m in LATENCY_METRICS for s in ("mean", "p99")]
-            for r in data.latency
-        ]
-        parts.append(table(headers, rows, "latency"))
-        _with_figure(parts, latency_figure, data)
-    else:
-        parts.append(_missing("No latency to compare: neither a stock nor a tuned trial measured a level."))
-    sections.append(_section("Latency", parts))
-
-    parts = []
-    if data.cost:
-        parts.append(
-            f"<p>At ${data.gpu_hour_usd:g} per GPU-hour: price x GPUs / (tok/s x 3600) x 1e6.</p>"
-            + table(
-                ["concurrency", "which", "trial", "GPUs", "tok/s", "$ per 1M output tokens"],
-                [
-                    [r.concurrency, r.which, r.trial_number, r.gpus, r.tok_s, r.usd_per_1m_tokens]
-                    for r in data.cost
-                ],
-                "cost",
-            )
-        )
-    else:
-        parts.append(
-            _missing(
-                "No price given (--gpu-hour-usd): cost per 1M tokens omitted."
-                if data.gpu_hour_usd is None
-                else "No level with output throughput to price."
-            )
-        )
-    sections.append(_section("Cost per 1M output tokens", parts))
-
-    g = data.gpu_time
-    parts = [f"<p>{html.escape(g.text())}</p>"]
-    held = g.held_text()
-    if held is not None:
-        parts.append(f"<p>{html.escape(held)}</p>")
-    if g.total > 0:
-        names = {"windows": "inside measurement windows", "boot": "booting", "failed_boot": "failed boots"}
-        rows = [[names.get(p, "other"), round(s, 1), f"{g.share(p):.0%}"] for p, s in g.seconds().items()]
-        parts.append(table(["where", f"{g.unit}-seconds", "share"], rows, "gpu-time"))
-    sections.append(_section(f"Search cost: where the {g.label} went", parts))
-
-    parts = []
-    if data.pareto:
-        names = [o.name for o in data.objectives]
-        parts.append(
-            table(
-                ["trial", "role", *names, "feasible", "on the Pareto front"],
-                [[p.trial_number, p.role, *p.values, p.feasible, p.on_front] for p in data.pareto],
-                "pareto",
-            )
-        )
-        _with_figure(parts, pareto_figure, data)
-    else:
-        parts.append(_missing("No COMPLETE trial: no objective values to show."))
-    sections.append(_section("Pareto front", parts))
-
-    parts = []
-    if data.hypervolume:
-        ref = ", ".join(
-            f"{o.name}={v:.4g}"
-            for o, v in zip(data.objectives, data.hypervolume_reference or (), strict=False)
-        )
-        parts.append(
-            f"<p>Reference point (each objective's worst feasible value, 10 % of its range further): "
-            f"{html.escape(ref)}.</p>"
-        )
-        parts.append(
-            table(
-                ["after trial", "hypervolume"],
-                [[p.trial_number, p.hypervolume] for p in data.hypervolume],
-                "hypervolume",
-            )
-        )
-        _with_figure(parts, hypervolume_figure, data)
-    else:
-        parts.append(_missing("No feasible COMPLETE trial: no hypervolume history."))
-    sections.append(_section("Hypervolume history", parts))
-
-    parts = []
-    if data.importances:
-        rows = [[imp.objective, k, v, ""] for imp in data.importances for k, v in imp.importances]
-        rows += [[imp.objective, "", None, imp.note] for imp in data.importances if not imp.importances]
-        parts.append(table(["objective", "parameter", "importance", "note"], rows, "importances"))
-        _with_figure(parts, importance_figure, data)
-    else:
-        parts.append(
-            _missing("Parameter importances need at least 2 COMPLETE trials with searched parameters.")
-        )
-    sections.append(_section("Parameter importances", parts))
-
-    parts = []
-    if data.saturation:
-        parts.append(
-            table(
-                ["trial", "role", "saturates at", "tok/s there", "limiter", "explanation"],
-                [
-                    [r.trial_number, r.role, r.concurrency, r.output_throughput, r.limiter, r.explanation]
-                    for r in data.saturation
-                ],
-                "saturation",
-            )
-        )
-    else:
-        parts.append(_missing("No trial measured two or more levels: saturation cannot be judged."))
-    sections.append(_section("Saturation", parts))
-
-    parts = []
-    if data.acceptance:
-        parts.append(
-            table(
-                ["trial", "role", "method", "k", "concurrency", "acceptance rate", "mean acceptance length"],
-                [
-                    [
-                        r.trial_number,
-                        r.role,
-                        r.method,
-                        r.num_speculative_tokens,
-                        r.concurrency,
-                        r.acceptance_rate,
-                        r.mean_acceptance_length,
-                    ]
-                    for r in data.acceptance
-                ],
-                "acceptance",
-            )
-        )
-        _with_figure(parts, acceptance_figure, data)
-    else:
-        parts.append(_missing("No speculative-decoding acceptance was measured in this study."))
-    sections.append(_section("Speculative decoding acceptance", parts))
-
-    names = [o.name for o in data.objectives]
-    trial_rows = []
-    for t in data.trials:
-        vals = list(t.values) if t.values is not None else [None] * len(names)
-        per_gpu = [t.gpus, t.peak_tok_s, t.peak_tok_s_per_gpu]
-        trial_rows.append([t.number, t.state, t.role, t.feasible, *vals, *per_gpu, t.config, t.reason])
-    sections.append(
-        _section(
-            "All trials",
-            [
-                table(
-                    [
-                        "trial",
-                        "state",
-                        "role",
-                        "feasible",
-                        *names,
-                        *PER_GPU_HEADERS,
-                        "configuration",
-                        "reason",
-                    ],
-                    trial_rows,
-                    "trials",
-                )
-            ],
-        )
-    )
-
+    sections = [section(data) for section in SECTIONS]
     title = f"nova-search report: {data.study_name}"
     stamp = generated.strftime("%Y-%m-%d %H:%M:%S")
     return (
@@ -477,6 +227,242 @@ def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
         + "".join(sections)
         + "</body></html>\n"
     )
+
+
+def summary_section(data: ReportData) -> str:
+    objs = ", ".join(f"{o.name} ({o.direction})" for o in data.objectives) or "none"
+    rows = [[data.study_name, data.storage, objs, data.stock_trial, data.tuned_trial]]
+    parts = [table(["study", "storage", "objectives", "stock trial", "tuned trial"], rows, "summary")]
+    parts += [_missing(n) for n in data.notes]
+    return _section("Summary", parts)
+
+
+def throughput_section(data: ReportData) -> str:
+    title = "Stock vs tuned: output throughput"
+    if not data.throughput:
+        return _section(title, [_missing("No stock baseline and no tuned trial measured any level.")])
+    rows = [[r.concurrency, r.stock_tok_s, r.tuned_tok_s, r.delta_pct] for r in data.throughput]
+    parts = [table(["concurrency", "stock tok/s", "tuned tok/s", "% vs stock"], rows, "throughput")]
+    _with_figure(parts, throughput_figure, data)
+    return _section(title, parts)
+
+
+#: the speculative section's table: per level, stock, tuned and the best speculative trial
+SPECULATIVE_HEADERS = (
+    "concurrency",
+    "stock tok/s",
+    "tuned tok/s",
+    "tuned vs stock",
+    "best speculative",
+    "speculative tok/s",
+    "vs tuned",
+    "95 % interval",
+    "verdict",
+)
+
+
+def speculative_rows(data: ReportData) -> list[list[Any]]:
+    return [
+        [
+            r.concurrency,
+            r.stock_tok_s,
+            r.tuned_tok_s,
+            r.tuned_vs_stock_pct,
+            f"{r.spec_trial} ({r.spec_method})" if r.spec_trial else None,
+            r.spec_tok_s,
+            r.spec_vs_tuned_pct,
+            f"[{r.ci_low:+.1f}, {r.ci_high:+.1f}]"
+            if r.ci_low is not None and r.ci_high is not None
+            else None,
+            r.verdict,
+        ]
+        for r in data.speculative
+    ]
+
+
+def verdict_section(data: ReportData) -> str:
+    title = "Stock vs tuned vs speculative, the verdict and the policy"
+    v = data.verdict
+    if v is None:
+        return _section(title, [_missing("No speculative trial completed: no verdict and no policy.")])
+    parts = ["".join(f"<p>{html.escape(line)}</p>" for line in header_lines(v))]
+    parts.append(table(SPECULATIVE_HEADERS, speculative_rows(data), "speculative"))
+    if v.drafters:
+        parts.append("<h3>Drafters</h3>" + table(DRAFTER_HEADERS, drafter_rows(v), "drafters"))
+    for d in v.drafters:
+        if d.tradeoffs:
+            parts.append(
+                f"<h3>Latency tradeoffs: {html.escape(d.method)}</h3>"
+                + table(TRADEOFF_HEADERS, tradeoff_rows(d), "tradeoffs")
+            )
+    parts.append("<h3>Deployment policy</h3>" + table(POLICY_HEADERS, policy_rows(v), "policy"))
+    if v.schedule:
+        parts.append(
+            f"<p>Dynamic schedule (num_speculative_tokens_per_batch_size): "
+            f"<code>{html.escape(json.dumps([list(x) for x in v.schedule]))}</code> "
+            f"({html.escape(v.schedule_note)})</p>"
+        )
+    parts += [_missing(n) for n in v.notes]
+    return _section(title, parts)
+
+
+def latency_section(data: ReportData) -> str:
+    if not data.latency:
+        return _section(
+            "Latency",
+            [_missing("No latency to compare: neither a stock nor a tuned trial measured a level.")],
+        )
+    stats = [(m, s) for m in LATENCY_METRICS for s in ("mean", "p99")]
+    headers = ["concurrency", "which", "trial"] + [f"{m.upper()} {s} (ms)" for m, s in stats]
+    rows = [
+        [r.concurrency, r.which, r.trial_number] + [getattr(r, f"{m}_{s}_ms") for m, s in stats]
+        for r in data.latency
+    ]
+    parts = [table(headers, rows, "latency")]
+    _with_figure(parts, latency_figure, data)
+    return _section("Latency", parts)
+
+
+def cost_section(data: ReportData) -> str:
+    title = "Cost per 1M output tokens"
+    if not data.cost:
+        missing = (
+            "No price given (--gpu-hour-usd): cost per 1M tokens omitted."
+            if data.gpu_hour_usd is None
+            else "No level with output throughput to price."
+        )
+        return _section(title, [_missing(missing)])
+    headers = ["concurrency", "which", "trial", "GPUs", "tok/s", "$ per 1M output tokens"]
+    rows = [[r.concurrency, r.which, r.trial_number, r.gpus, r.tok_s, r.usd_per_1m_tokens] for r in data.cost]
+    return _section(
+        title,
+        [
+            f"<p>At ${data.gpu_hour_usd:g} per GPU-hour: price x GPUs / (tok/s x 3600) x 1e6.</p>"
+            + table(headers, rows, "cost")
+        ],
+    )
+
+
+#: how the search-cost table names where the GPU time went
+GPU_TIME_PLACES = {"windows": "inside measurement windows", "boot": "booting", "failed_boot": "failed boots"}
+
+
+def gpu_time_section(data: ReportData) -> str:
+    g = data.gpu_time
+    parts = [f"<p>{html.escape(g.text())}</p>"]
+    held = g.held_text()
+    if held is not None:
+        parts.append(f"<p>{html.escape(held)}</p>")
+    if g.total > 0:
+        rows = [
+            [GPU_TIME_PLACES.get(p, "other"), round(s, 1), f"{g.share(p):.0%}"]
+            for p, s in g.seconds().items()
+        ]
+        parts.append(table(["where", f"{g.unit}-seconds", "share"], rows, "gpu-time"))
+    return _section(f"Search cost: where the {g.label} went", parts)
+
+
+def pareto_section(data: ReportData) -> str:
+    if not data.pareto:
+        return _section("Pareto front", [_missing("No COMPLETE trial: no objective values to show.")])
+    headers = ["trial", "role", *(o.name for o in data.objectives), "feasible", "on the Pareto front"]
+    rows = [[p.trial_number, p.role, *p.values, p.feasible, p.on_front] for p in data.pareto]
+    parts = [table(headers, rows, "pareto")]
+    _with_figure(parts, pareto_figure, data)
+    return _section("Pareto front", parts)
+
+
+def hypervolume_section(data: ReportData) -> str:
+    title = "Hypervolume history"
+    if not data.hypervolume:
+        return _section(title, [_missing("No feasible COMPLETE trial: no hypervolume history.")])
+    ref = ", ".join(
+        f"{o.name}={v:.4g}" for o, v in zip(data.objectives, data.hypervolume_reference or (), strict=False)
+    )
+    rows = [[p.trial_number, p.hypervolume] for p in data.hypervolume]
+    parts = [
+        f"<p>Reference point (each objective's worst feasible value, 10 % of its range further): "
+        f"{html.escape(ref)}.</p>",
+        table(["after trial", "hypervolume"], rows, "hypervolume"),
+    ]
+    _with_figure(parts, hypervolume_figure, data)
+    return _section(title, parts)
+
+
+def importance_section(data: ReportData) -> str:
+    title = "Parameter importances"
+    if not data.importances:
+        missing = "Parameter importances need at least 2 COMPLETE trials with searched parameters."
+        return _section(title, [_missing(missing)])
+    rows: list[list[Any]] = [
+        [imp.objective, k, v, ""] for imp in data.importances for k, v in imp.importances
+    ]
+    rows += [[imp.objective, "", None, imp.note] for imp in data.importances if not imp.importances]
+    parts = [table(["objective", "parameter", "importance", "note"], rows, "importances")]
+    _with_figure(parts, importance_figure, data)
+    return _section(title, parts)
+
+
+def saturation_section(data: ReportData) -> str:
+    if not data.saturation:
+        missing = "No trial measured two or more levels: saturation cannot be judged."
+        return _section("Saturation", [_missing(missing)])
+    headers = ["trial", "role", "saturates at", "tok/s there", "limiter", "explanation"]
+    rows = [
+        [r.trial_number, r.role, r.concurrency, r.output_throughput, r.limiter, r.explanation]
+        for r in data.saturation
+    ]
+    return _section("Saturation", [table(headers, rows, "saturation")])
+
+
+def acceptance_section(data: ReportData) -> str:
+    title = "Speculative decoding acceptance"
+    if not data.acceptance:
+        return _section(title, [_missing("No speculative-decoding acceptance was measured in this study.")])
+    headers = ["trial", "role", "method", "k", "concurrency", "acceptance rate", "mean acceptance length"]
+    rows = [
+        [
+            r.trial_number,
+            r.role,
+            r.method,
+            r.num_speculative_tokens,
+            r.concurrency,
+            r.acceptance_rate,
+            r.mean_acceptance_length,
+        ]
+        for r in data.acceptance
+    ]
+    parts = [table(headers, rows, "acceptance")]
+    _with_figure(parts, acceptance_figure, data)
+    return _section(title, parts)
+
+
+def trials_section(data: ReportData) -> str:
+    names = [o.name for o in data.objectives]
+    rows = []
+    for t in data.trials:
+        vals = list(t.values) if t.values is not None else [None] * len(names)
+        per_gpu = [t.gpus, t.peak_tok_s, t.peak_tok_s_per_gpu]
+        rows.append([t.number, t.state, t.role, t.feasible, *vals, *per_gpu, t.config, t.reason])
+    headers = ["trial", "state", "role", "feasible", *names, *PER_GPU_HEADERS, "configuration", "reason"]
+    return _section("All trials", [table(headers, rows, "trials")])
+
+
+#: the report's sections, in order, each built from the data alone
+SECTIONS: tuple[Callable[[ReportData], str], ...] = (
+    summary_section,
+    throughput_section,
+    verdict_section,
+    latency_section,
+    cost_section,
+    gpu_time_section,
+    pareto_section,
+    hypervolume_section,
+    importance_section,
+    saturation_section,
+    acceptance_section,
+    trials_section,
+)
 
 
 def write_report(data: ReportData, path: str | os.PathLike[str]) -> Path:
