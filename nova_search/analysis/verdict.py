@@ -33,7 +33,7 @@ from itertools import groupby
 from typing import Any, Literal
 
 from nova_search.analysis.noise import MIN_SAMPLES, compare
-from nova_search.analysis.schedule import dynamic_schedule, without_k
+from nova_search.analysis.schedule import PolicyRange, dynamic_schedule, without_k
 from nova_search.engine.config import EngineConfig
 
 #: latency metrics whose movement the verdict states (mean and p99: the reference study's tradeoffs)
@@ -155,28 +155,6 @@ class DrafterVerdict:
     #: every run of consecutive measured levels where the method is verified better, lowest first
     #: (a method can win at both ends and lose between: [(1, 1), (256, 256)])
     verified_ranges: tuple[tuple[int, int], ...] = ()
-
-
-@dataclass(frozen=True)
-class PolicyRange:
-    min_concurrency: int
-    #: None: no upper bound
-    max_concurrency: int | None
-    choice: Literal["tuned", "speculative"]
-    trial: str
-    study: str
-    number: int
-    method: str
-    num_speculative_tokens: int | None
-    argv: tuple[str, ...]
-    #: the measured levels this range rests on
-    levels: tuple[int, ...]
-    #: the range's largest gain against tuned, the level it was measured at, and that level's own
-    #: interval (not an envelope over the range's levels: each level has its own, in the verdict)
-    gain_pct: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    gain_level: int | None = None
 
 
 @dataclass(frozen=True)
@@ -479,7 +457,7 @@ def build_verdict(
         else:
             notes.append("no drafter clears the bar on this workload: speculative decoding does not pay here")
     policy = build_policy(tuned_p, drafters, by_key, levels)
-    schedule, schedule_note = dynamic_schedule(policy, by_key)
+    schedule, schedule_note = dynamic_schedule(policy, {key: p.config for key, p in by_key.items()})
     return Verdict(
         metric=metric,
         higher_is_better=higher_is_better,
