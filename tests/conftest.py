@@ -1,5 +1,7 @@
 """Shared fixtures. Real parts only: the CPU vLLM engine (NOVA_ENGINE_PYTHON, set by scripts/test.sh),
-the tiny local model, PostgreSQL on 127.0.0.1. A missing dependency fails loudly; nothing is skipped."""
+the tiny local model, PostgreSQL on 127.0.0.1. A missing dependency fails loudly; nothing is skipped.
+The tiers by cost (markers in pyproject.toml) are chosen by scripts/test.sh; this file keeps the engine
+tier honest."""
 
 from __future__ import annotations
 
@@ -19,6 +21,23 @@ def pytest_configure(config: pytest.Config) -> None:
     the background without job control ignores SIGINT in it, and Python keeps an ignored SIGINT, so
     the tests of interruption (and the workers they start) would see nothing."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+#: fixtures that need the real vLLM engine: a test that asks for one is in the engine tier
+ENGINE_FIXTURES = frozenset({"engine_python", "shared_vllm", "trained_pair"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tiers stay honest: a test that asks for the real engine without the ``engine`` marker would
+    run (for minutes) in the default tier, so collection stops and names it."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        and item.get_closest_marker("engine") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError("mark these @pytest.mark.engine (they need vLLM): " + ", ".join(unmarked))
 
 
 @pytest.fixture(scope="session")

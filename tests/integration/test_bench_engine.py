@@ -15,7 +15,7 @@ import pytest
 
 from tests.support import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 
 def test_bench_measures_a_running_vllm(shared_vllm, tmp_path):

@@ -24,7 +24,7 @@ from tests.support import REPO
 from tests.support.specs import tiny_spec
 from tests.support.workers import vllm_processes
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 VLLM_LAUNCHER = """#!/bin/sh
 # `vllm` for vLLM's CPU build: its CLI looks up the metadata of a distribution named vllm, installed as

@@ -16,7 +16,7 @@ from tests.support.cli import nova
 from tests.support.specs import tiny_spec
 from tests.support.workers import vllm_processes
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 
 def test_a_workers_first_drafter_trial_is_paired_with_the_tuned_baseline_it_boots(

@@ -19,8 +19,6 @@ from tests.support.cli import nova, nova_ok
 from tests.support.fake_engine import engine_records
 from tests.support.specs import fake_spec_dict, minimal_spec_dict
 
-pytestmark = pytest.mark.slow
-
 COMPLETE = optuna.trial.TrialState.COMPLETE
 #: the drafter and the sweep of the speculative-stage tests
 NGRAM = {

@@ -23,7 +23,7 @@ from nova_search.measure.metrics import LevelResult
 from nova_search.trial.bench import vllm_names
 from tests.support.crosscheck import CrossCheckPlan, compare, report, run_crosscheck
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 #: the counts and rates of `vllm bench serve --save-result` that nova also reports under vLLM's names
 CORE_KEYS = {

@@ -23,8 +23,6 @@ from tests.support.cli import nova
 from tests.support.dashboard import serve_dashboard, study_detail
 from tests.support.specs import minimal_spec_dict
 
-pytestmark = pytest.mark.slow
-
 METRICS = ["output_throughput@best", "ttft_p99_ms@4"]
 LEVELS, REQUESTS = (1, 4), 6
 
@@ -175,6 +173,7 @@ def chromium() -> str:
     return path
 
 
+@pytest.mark.browser
 def test_study_page_renders_in_chromium(dashboard, detail, tmp_path):
     study_id, _ = detail
     page = f"{dashboard}/dashboard/studies/{study_id}"

@@ -14,8 +14,6 @@ from tests.support.cli import nova, nova_ok
 from tests.support.specs import minimal_spec_dict, tiny_spec
 from tests.support.workers import vllm_processes
 
-pytestmark = pytest.mark.slow
-
 PRUNED, COMPLETE = optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.COMPLETE
 
 
@@ -62,6 +60,7 @@ def test_a_dominated_trial_stops_after_its_first_level_on_the_standin(tmp_path):
     assert "note: trial 1 dominated: stopped after concurrency 1" in status
 
 
+@pytest.mark.engine
 def test_a_broken_slo_stops_a_trial_on_the_real_engine(engine_python, tiny_model, tmp_path):
     before = vllm_processes()
     raw = tiny_spec(

@@ -22,7 +22,7 @@ from nova_search.loadgen.reference import REFERENCE_OUTPUT_LEN, collect_outputs,
 from nova_search.spec import parse_spec
 from tests.support.specs import tiny_spec
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 
 def test_the_check_passes_a_server_against_itself_and_flags_other_outputs(

@@ -33,7 +33,7 @@ from tests.support.pg import fresh_database
 from tests.support.specs import FAKE_ENGINE, fake_spec, fake_spec_dict
 from tests.support.workers import fake_engines, wait_until, worker
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = pytest.mark.postgres
 
 #: dead-worker detection in seconds, short so that the tests do not wait minutes
 FAST_HEARTBEATS = {"NOVA_HEARTBEAT_INTERVAL": "1", "NOVA_GRACE_PERIOD": "3"}

@@ -16,7 +16,7 @@ from nova_search.spec import parse_spec
 from nova_search.trial.run import choose_config
 from tests.support.specs import minimal_spec_dict
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 PARSE = """
 import json, sys

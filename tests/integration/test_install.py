@@ -16,8 +16,6 @@ import yaml
 from tests.support import REPO
 from tests.support.specs import tiny_spec
 
-pytestmark = pytest.mark.slow
-
 
 def run(argv: list[str], cwd: Path, timeout: float = 900, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k not in ("NOVA_STORAGE", "PYTHONPATH", "VIRTUAL_ENV")}
@@ -53,6 +51,7 @@ def test_the_wheel_carries_the_migrations_and_installs_outside_the_checkout(inst
     assert "nova tables at revision 0003" in out.stdout
 
 
+@pytest.mark.engine
 def test_create_and_a_real_one_trial_study_from_the_installed_package(
     installed: Path, tmp_path: Path, engine_python: str, tiny_model: Path
 ):

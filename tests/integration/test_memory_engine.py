@@ -12,7 +12,7 @@ import pytest
 
 from nova_search.engine.memory import GIB, ModelShape
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 
 def test_kv_bytes_a_token_match_the_cpu_engine(shared_vllm, tiny_model: Path) -> None:

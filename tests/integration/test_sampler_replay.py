@@ -15,7 +15,7 @@ import yaml
 
 from tests.support import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 SCRIPT = REPO / "benchmarks" / "sampler_replay.py"
 

@@ -18,7 +18,7 @@ from nova_search import schema
 from tests.support import REPO
 from tests.support.workers import vllm_processes
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 
 def test_a_staged_cpu_study_end_to_end(engine_python: str, tiny_model: Path, tmp_path: Path) -> None:

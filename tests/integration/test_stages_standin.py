@@ -19,8 +19,6 @@ from nova_search.spec import load_spec
 from tests.support.cli import nova
 from tests.support.specs import minimal_spec_dict
 
-pytestmark = pytest.mark.slow
-
 
 def staged_spec_file(tmp_path, **changes) -> str:
     raw = minimal_spec_dict(

@@ -26,7 +26,7 @@ from tests.support import REPO
 from tests.support.specs import tiny_spec
 from tests.support.workers import vllm_processes
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 
 def test_study_on_real_engine(engine_python, tiny_model, tmp_path):

@@ -18,7 +18,7 @@ from tests.support import REPO
 from tests.support.specs import tiny_spec
 from tests.support.workers import vllm_processes
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 
 def _start_worker(engine_python: str, url: str, tmp_path) -> subprocess.Popen:

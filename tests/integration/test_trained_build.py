@@ -14,7 +14,7 @@ import pytest
 import nova_search
 from nova_search.models.trained.build import TrainPlan, build_trained_pair
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 
 def test_a_pair_from_a_site_folder_within_time_budgets(engine_python: str, tmp_path: Path) -> None:

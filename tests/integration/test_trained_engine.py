@@ -21,7 +21,7 @@ from nova_search.engine.config import SpeculativeConfig
 from nova_search.loadgen.reference import reference_prompts
 from tests.support.trained import greedy, pair_spec
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.engine
 
 
 def test_the_trained_drafter_is_accepted_and_every_drafter_keeps_the_targets_output(
