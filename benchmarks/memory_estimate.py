@@ -1,7 +1,7 @@
 """Benchmark (prints figures): nova's memory estimate before boot against what vLLM found at boot, on
 the recorded H200 study (benchmarks/results/h200-qwen3-8b: 12 trials, 9 booted on vLLM 0.26.0).
 
-For every boot it reads vLLM's own lines from the committed server logs ("Model loading took",
+For every boot it reads vLLM's own lines from the committed server-log excerpt ("Model loading took",
 "Available KV cache memory", "KV cache size: N tokens") and the trial's configuration from
 study.json, and prints nova's figures beside them: weights a GPU, KV bytes a token, and the upper
 bound on the KV cache that the memory rule prunes by (engine/memory.py). The GPU's memory is what
@@ -63,7 +63,7 @@ def rows() -> list[dict[str, float | str | bool]]:
     assert shape is not None
     total = device_bytes(STUDY / "gpu.txt")
     study = json.loads((STUDY / "study.json").read_text())
-    seen = boots(STUDY / "server-logs.tgz")
+    seen = boots(STUDY / "server-logs.excerpt.tgz")  # every line but the access log's
     out = []
     for t in study["trials"]:
         vllm = seen.get(t["number"])

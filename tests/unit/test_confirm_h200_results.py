@@ -99,9 +99,10 @@ SECOND = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm-2"
 
 
 def _server_logs(session: int, trials: range, name: str = "server.log") -> dict[int, str]:
-    """Each trial's vLLM log (``name``: its own, or ``leader-server.log``) from the session's logs."""
+    """Each trial's vLLM log (``name``: its own, or ``leader-server.log``) from the session's log excerpt
+    (every line but the access log's: benchmarks/results/log_excerpt.py)."""
     logs = {}
-    with tarfile.open(SECOND / f"server-logs-session{session}.tgz") as tar:
+    with tarfile.open(SECOND / f"server-logs-session{session}.excerpt.tgz") as tar:
         for trial in trials:
             log = tar.extractfile(f"artifacts/h200-qwen3-8b-confirm/trial-{trial:04d}/{name}")
             assert log is not None

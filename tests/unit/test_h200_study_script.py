@@ -68,8 +68,8 @@ def _log_of(archive: Path, trial: str) -> str:
 
 def test_the_cache_key_was_the_same_on_two_machines_and_a_carried_cache_loaded() -> None:
     directory = "torch_compile_cache/d0ef67a4e8"
-    assert directory in _log_of(CONFIRM / "server-logs-session3.tgz", "trial-0008")
-    trial_10 = _log_of(CONFIRM / "server-logs-session4.tgz", "trial-0010")
+    assert directory in _log_of(CONFIRM / "server-logs-session3.excerpt.tgz", "trial-0008")
+    trial_10 = _log_of(CONFIRM / "server-logs-session4.excerpt.tgz", "trial-0010")
     assert directory in trial_10 and "Compiling a graph for compile range (1, 4096)" in trial_10
     carried = gzip.open(CARRY / "carry.log.gz", "rt").read()
     assert directory in carried
