@@ -1,6 +1,6 @@
 """``nova-search bench``: measure an already-running OpenAI-compatible server with nova's load
 generator, level by level, and return the same LevelResults a trial stores. Used to check a
-deployment, and by the cross-check against vLLM's own benchmark (tests/support/crosscheck.py,
+deployment, and by the cross-check against vLLM's own benchmark (benchmarks/harness/crosscheck.py,
 benchmarks/h200/crosscheck_h200.py).
 
 The client runs on ``cpus`` in as many processes as the level needs (``loadgen.procs``); a level

@@ -44,9 +44,8 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import optuna
 
@@ -63,14 +62,8 @@ from nova_search.loadgen.prompts import level_seed, prompt_source
 from nova_search.measure import objectives as obj
 from nova_search.measure.metrics import LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.measure.records import Paired
-from nova_search.trial.residency import (
-    BootLeader,
-    Context,
-    Residency,
-    adopt_leader,
-    feasible,
-    finished_trials,
-)
+from nova_search.trial.context import Measurement, TrialContext
+from nova_search.trial.residency import BootLeader, adopt_leader, feasible, finished_trials, offer
 from nova_search.trial.window import (
     headline,
     keep_requests,
@@ -175,7 +168,7 @@ class _Side:
     warm: set[int]
 
 
-def wants_confirmation(trial: optuna.Trial, ctx: Context, levels: Sequence[LevelResult]) -> str | None:
+def wants_confirmation(trial: optuna.Trial, ctx: TrialContext, levels: Sequence[LevelResult]) -> str | None:
     """Why the trial is not confirmed (None: it is)."""
     spec = ctx.spec
     assert spec.confirm is not None
@@ -195,28 +188,26 @@ def wants_confirmation(trial: optuna.Trial, ctx: Context, levels: Sequence[Level
 
 def confirm_trial(
     trial: optuna.Trial,
-    ctx: Context,
-    residency: Residency,
-    server: Server,
-    by_level: dict[int, list[LevelResult]],
-    requests_path: Path,
-    timing: dict[str, float],
-    record_level: Callable[[LevelResult, dict[str, float]], None],
+    ctx: TrialContext,
+    measured: Measurement,
     trial_awake: bool = True,
     switch_s: float = 0.0,
 ) -> tuple[bool, Paired]:
-    """Measure the trial again (see the module docstring), adding its windows to ``by_level`` and
-    storing them as each pair ends. ``trial_awake``: False when the trial's server sleeps (the leader
-    was booted beside it); ``switch_s``: the seconds its sleeps and wakes took before. Returns whether
-    the trial's server was left asleep, and the pairs as stored."""
+    """Measure the trial again against its slot's leader (see the module docstring), adding its windows to
+    ``measured.by_level`` and storing them as each pair ends. ``trial_awake``: False when the trial's
+    server sleeps (the leader was booted beside it); ``switch_s``: the seconds its sleeps and wakes took
+    before. Returns whether the trial's server was left asleep, and the pairs as stored."""
     spec = ctx.spec
     rule = spec.confirm
     assert rule is not None
     started = time.monotonic()
+    slot = ctx.slot
+    server, by_level, requests_path = measured.server, measured.by_level, measured.requests_path
+    timing, record_level = measured.timing, measured.record_level
     source = prompt_source(spec.workload, spec.model)
     slos = (RequestSLO(**spec.slo.model_dump()),) if spec.slo else None
     name = served_name(spec.model)
-    leader = residency.leader
+    leader = slot.leader
     levels = [c for c in spec.sweep.concurrency if not rule.levels or c in rule.levels]
     # the trial's server has just run every level (the sweep), awake since
     warm = set(levels) if trial_awake else set()
@@ -246,7 +237,7 @@ def confirm_trial(
 
     def use(side: _Side, other: _Side | None) -> None:
         """Only ``side`` awake (sleep mode); with keep, both stay up."""
-        if residency.mode != "sleep":
+        if slot.park != "sleep":
             return
         if other is not None and other.awake:
             switch(other, wake=False)
@@ -279,7 +270,7 @@ def confirm_trial(
     def paired() -> Paired:
         return Paired(
             leader=leader.number if leader is not None else None,
-            park=residency.mode if leader is not None else "",
+            park=(slot.park or "") if leader is not None else "",
             pairs=pairs,
             stopped=stopped,
             switch_s=switch_s,
@@ -318,15 +309,15 @@ def confirm_trial(
             write_attr(trial, schema.PAIRED, paired(), ctx.storage_retry_s)
             if stopped:
                 break
-        if lead is not None and residency.mode == "sleep" and lead.awake:
+        if lead is not None and slot.park == "sleep" and lead.awake:
             switch(lead, wake=False)
             write_attr(trial, schema.PAIRED, paired(), ctx.storage_retry_s)
     except _LeaderLost as e:
         stopped = f"the leader was lost: {e}"
-        residency.let_go(ctx.servers, str(e))
+        slot.let_go(str(e))
         write_attr(trial, schema.PAIRED, paired(), ctx.storage_retry_s)
-    if leader is not None and residency.leader is leader:
-        leader.asleep = residency.mode == "sleep"
+    if leader is not None and slot.leader is leader:
+        leader.asleep = slot.park == "sleep"
     timing["switch_s"] = switch_s
     timing["confirm_s"] = time.monotonic() - started
     return not trial_side.awake, paired()
@@ -342,34 +333,29 @@ def _values(windows: Sequence[LevelResult], metric: str) -> list[float]:
 
 def follow_up(
     trial: optuna.Trial,
-    ctx: Context,
-    residency: Residency | None,
-    server: Server,
-    by_level: dict[int, list[LevelResult]],
-    requests_path: Path,
-    timing: dict[str, float],
-    record_level: Callable[[LevelResult, dict[str, float]], None],
+    ctx: TrialContext,
+    measured: Measurement,
+    gpus: tuple[int, ...],
     boot_leader: BootLeader | None = None,
 ) -> tuple[bool, str]:
-    """After the sweep: confirm the trial when it is wanted (first booting the study's best as the
-    leader where the slot has none and ``boot_leader`` is given: ``adopt_leader``), then offer its
-    server as the slot's leader. Returns whether the server stays up (as the leader; the caller stops
-    it otherwise), and what happened, for the trial's summary line."""
-    if residency is None or ctx.spec.confirm is None:
+    """After the sweep (its server on ``gpus``): confirm the trial when it is wanted (first booting the
+    study's best as the leader where the slot has none and ``boot_leader`` is given: ``adopt_leader``),
+    then offer its server as the slot's leader. Returns whether the server stays up (as the leader; the
+    caller stops it otherwise), and what happened, for the trial's summary line."""
+    slot, server = ctx.slot, measured.server
+    if slot.park is None or ctx.spec.confirm is None:
         return False, ""
-    levels = [combine_repeats(ws) for ws in by_level.values()]
+    levels = [combine_repeats(ws) for ws in measured.by_level.values()]
     skip = wants_confirmation(trial, ctx, levels)
     asleep = False
     notes = []
     if skip is None:
         awake, switched = True, 0.0
-        if boot_leader is not None and residency.leader is None and ctx.stage != "speculative":
-            note, awake, switched = adopt_leader(trial, ctx, residency, server, boot_leader)
+        if boot_leader is not None and slot.leader is None and ctx.stage != "speculative":
+            note, awake, switched = adopt_leader(trial, ctx, gpus, server, boot_leader)
             notes += [note] if note else []
-        asleep, p = confirm_trial(
-            trial, ctx, residency, server, by_level, requests_path, timing, record_level, awake, switched
-        )
-        levels = [combine_repeats(ws) for ws in by_level.values()]
+        asleep, p = confirm_trial(trial, ctx, measured, awake, switched)
+        levels = [combine_repeats(ws) for ws in measured.by_level.values()]
         whom = "alone" if p.leader is None else f"vs #{p.leader}"
         notes.append(f"confirmed {whom}: {p.pairs} pair(s), {p.stopped or 'cut short'}")
     else:
@@ -381,7 +367,7 @@ def follow_up(
         return False, "; ".join(notes)
     role = retrying(lambda: schema.role_of(trial.user_attrs), ctx.storage_retry_s, "read a trial in")
     versus = head_to_head(p, ctx.spec.objectives[0]) if skip is None else None
-    kept, note = residency.offer(ctx, trial.number, server, float(value), role, asleep, versus)
+    kept, note = offer(ctx, trial.number, server, float(value), role, asleep, versus)
     notes += ["kept as the leader"] if kept else []
     notes += [note] if note else []
     return kept, "; ".join(notes)

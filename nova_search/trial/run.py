@@ -18,12 +18,9 @@ context has an artifact store), before the trial is told.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import optuna
 
@@ -44,10 +41,12 @@ from nova_search.loadgen.reference import collect_outputs, reference_prompts
 from nova_search.measure import objectives as obj
 from nova_search.measure.metrics import LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.search.configs import baseline_config, sample, with_graph_sizes
-from nova_search.search.rules import Facts, incompatibilities
+from nova_search.search.rules import incompatibilities
 from nova_search.spec import StudySpec
 from nova_search.trial.confirm import LEADER_REQUESTS_FILE, follow_up
-from nova_search.trial.residency import Residency, adopt_tuned, park_mode
+from nova_search.trial.context import Measurement, TrialContext
+from nova_search.trial.residency import adopt_tuned, make_room
+from nova_search.trial.slot import park_mode
 from nova_search.trial.window import keep_requests, run_window, store_levels, warmup_prompts, write_attr
 from nova_search.worker.placement import server_gpus
 
@@ -57,73 +56,6 @@ from nova_search.worker.placement import server_gpus
 #: compatibility table refuses; any other failure (a crash, a timeout) ends FAIL
 UNLAUNCHABLE_REASONS = ("oom", "unsupported")
 UNLAUNCHABLE_CONSTRAINT = "launchable"
-
-
-class Reporter(Protocol):
-    def trial_started(self, number: int, label: str) -> None: ...
-    def phase(self, number: int, text: str) -> None: ...
-    def trial_finished(self, number: int, state: str, detail: str) -> None: ...
-
-
-class NullReporter:
-    def trial_started(self, number: int, label: str) -> None:
-        pass
-
-    def phase(self, number: int, text: str) -> None:
-        pass
-
-    def trial_finished(self, number: int, state: str, detail: str) -> None:
-        pass
-
-
-class LevelSink(Protocol):
-    """Where each measured level goes besides the trial's attributes (nova's tables)."""
-
-    def record(
-        self,
-        *,
-        trial: optuna.Trial,
-        level: LevelResult,
-        engine_metrics: dict[str, float],
-        argv: list[str],
-        engine_version: str | None,
-        gpus: tuple[int, ...],
-    ) -> None: ...
-
-
-class NullSink:
-    def record(self, **kwargs: Any) -> None:
-        pass
-
-
-@dataclass(frozen=True)
-class TrialContext:
-    spec: StudySpec
-    study_name: str
-    facts: Facts
-    artifacts_root: Path
-    gpus: tuple[int, ...] = ()
-    worker: str = field(default_factory=socket.gethostname)
-    reporter: Reporter = field(default_factory=NullReporter)
-    sink: LevelSink = field(default_factory=NullSink)
-    #: set when the worker is interrupted: running trials end FAIL "interrupted"
-    cancel: threading.Event = field(default_factory=threading.Event)
-    #: servers running now (shared by the slots of one worker), so an interrupt can stop them all
-    servers: set[Server] = field(default_factory=set)
-    storage_retry_s: float = 300.0
-    #: the stage this trial belongs to (spec.stages) and, in the speculative stage, the tuned
-    #: configuration it builds on (also what a "tuned" baseline trial runs)
-    stage: str = "joint"
-    base_config: EngineConfig | None = None
-    #: the slot's resident leader (``confirm``; one per slot, None without spec.confirm)
-    residency: Residency | None = None
-    #: an Optuna artifact store (``artifacts.filesystem_store``): request records and the server log
-    #: go there as the trial's artifacts; None: the files stay in artifacts_root only
-    artifact_store: Any = None
-
-    def stop_servers(self) -> None:
-        for server in list(self.servers):
-            server.stop()
 
 
 def choose_config(
@@ -149,8 +81,9 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         "sample a trial in",
     )
     _set(trial, ctx, schema.CONFIG, config)
-    ctx = replace(ctx, gpus=server_gpus(ctx.gpus, config))  # from here on: what the server is given
-    _set(trial, ctx, schema.WORKER, schema.WorkerTag(ctx.worker, ctx.gpus))
+    slot = ctx.slot
+    gpus = server_gpus(slot.gpus, config)  # of the slot's GPUs, what the server is given
+    _set(trial, ctx, schema.WORKER, schema.WorkerTag(ctx.worker, gpus))
     ctx.reporter.trial_started(trial.number, config.label())
 
     problems = incompatibilities(config, ctx.facts)
@@ -163,7 +96,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         raise optuna.TrialPruned("incompatible: " + "; ".join(problems))
 
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "server.log"
-    server = _server(ctx, config, ctx.gpus, log_path)
+    server = _server(ctx, config, gpus, log_path)
     plan = server.plan
     _set(trial, ctx, schema.ARGV, plan.argv)
     requests_path = log_path.with_name(REQUESTS_FILE)
@@ -174,14 +107,14 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     timing: dict[str, float] = {}
     levels: list[LevelResult] = []
     kept, confirmed = False, ""  # the server stays up as the slot's leader (confirm), and what it did
-    ctx.servers.add(server)
+    slot.track(server)
 
     def boot_leader(leader_config: EngineConfig) -> Server:
-        return _boot_leader(trial, ctx, timing, leader_config)
+        return _boot_leader(trial, ctx, gpus, timing, leader_config)
 
     try:
         adopted = adopt_tuned(trial, ctx, boot_leader)
-        room = ctx.residency.make_room(ctx, config) if ctx.residency is not None else None
+        room = make_room(ctx, gpus, config)
         ctx.reporter.phase(trial.number, "booting")
         server.start()
         server.wait_ready()
@@ -197,8 +130,6 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
             target, reference_prompts(spec.workload, spec.model), spec.sweep.request_timeout_s
         )
         _set(trial, ctx, schema.REFERENCE, reference)
-        spec_on = config.speculative is not None
-        by_level = _measure(trial, ctx, server, target, timing, plan.argv, version, requests_path, spec_on)
 
         def record_level(level: LevelResult, engine_metrics: dict[str, float]) -> None:
             ctx.sink.record(
@@ -207,15 +138,15 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
                 engine_metrics=engine_metrics,
                 argv=list(plan.argv),
                 engine_version=version,
-                gpus=ctx.gpus,
+                gpus=gpus,
             )
 
-        kept, confirmed = follow_up(
-            trial, ctx, ctx.residency, server, by_level, requests_path, timing, record_level, boot_leader
-        )
+        measured = Measurement(server, requests_path, timing, record_level)
+        _measure(trial, ctx, measured, target, config.speculative is not None)
+        kept, confirmed = follow_up(trial, ctx, measured, gpus, boot_leader)
         confirmed = "; ".join(x for x in (adopted, room, confirmed) if x)
-        levels = [combine_repeats(ws) for ws in by_level.values()]
-        _saturation(trial, ctx, by_level)
+        levels = [combine_repeats(ws) for ws in measured.by_level.values()]
+        _saturation(trial, ctx, measured.by_level)
     except TrialFailure as e:
         if ctx.cancel.is_set():
             e = TrialFailure("interrupted", "the worker was interrupted", e.log_tail)
@@ -231,8 +162,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         raise
     finally:
         if not kept:
-            server.stop()
-            ctx.servers.discard(server)
+            slot.stop(server)
         timing["total_s"] = time.monotonic() - started
         _set(trial, ctx, schema.TIMING, timing)
         if ctx.artifact_store is not None:
@@ -255,24 +185,17 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
 
 
 def _measure(
-    trial: optuna.Trial,
-    ctx: TrialContext,
-    server: Server,
-    target: Target,
-    timing: dict[str, float],
-    argv: tuple[str, ...],
-    version: str | None,
-    requests_path: Path,
-    speculative: bool = False,
-) -> dict[int, list[LevelResult]]:
-    """Every level of the sweep, ``sweep.repeats`` windows each, stored as each level ends; the
-    windows of each level, in sweep order."""
+    trial: optuna.Trial, ctx: TrialContext, measured: Measurement, target: Target, speculative: bool = False
+) -> None:
+    """Every level of the sweep, ``sweep.repeats`` windows each, stored as each level ends: the
+    windows of each level, in sweep order, go to ``measured.by_level``."""
     spec = ctx.spec
+    server, timing, requests_path = measured.server, measured.timing, measured.requests_path
     sweep = spec.sweep
     source = prompt_source(spec.workload, spec.model)
     slos = (RequestSLO(**spec.slo.model_dump()),) if spec.slo else None
     levels: list[LevelResult] = []
-    by_level: dict[int, list[LevelResult]] = {}
+    by_level = measured.by_level
     warnings: list[str] = []
     # a JSONL workload's records come round again on a server that sends more requests than it has
     records = len(source.items) if isinstance(source, JsonlSource) else None
@@ -327,14 +250,7 @@ def _measure(
             )
             ctx.reporter.phase(trial.number, "warning: " + warnings[-1])
             records = None  # once a trial
-        ctx.sink.record(
-            trial=trial,
-            level=level,
-            engine_metrics=last_sample,
-            argv=list(argv),
-            engine_version=version,
-            gpus=ctx.gpus,
-        )
+        measured.record_level(level, last_sample)
         store_levels(trial, by_level, ctx.storage_retry_s)
         if warnings:
             _set(trial, ctx, schema.WARNINGS, tuple(warnings))
@@ -348,7 +264,6 @@ def _measure(
             )
         if spec.early_stop is not None and i + 1 < len(sweep.concurrency):
             _stop_early(trial, ctx, levels, speculative)
-    return by_level
 
 
 def _saturation(trial: optuna.Trial, ctx: TrialContext, by_level: dict[int, list[LevelResult]]) -> None:
@@ -414,20 +329,24 @@ def _server(ctx: TrialContext, config: EngineConfig, gpus: tuple[int, ...], log_
 
 
 def _boot_leader(
-    trial: optuna.Trial, ctx: TrialContext, timing: dict[str, float], config: EngineConfig
+    trial: optuna.Trial,
+    ctx: TrialContext,
+    gpus: tuple[int, ...],
+    timing: dict[str, float],
+    config: EngineConfig,
 ) -> Server:
-    """A finished trial's configuration ``config``, booted as it ran to be the slot's leader, its log
+    """A finished trial's configuration ``config``, booted as it ran (on the first of the trial's
+    ``gpus`` that it needs) to be the slot's leader, its log
     beside the trial's (``leader-server.log``); its boot counts as boot time (``leader_boot_s``).
     Raises TrialFailure, its server stopped, when it does not come up."""
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "leader-server.log"
-    server = _server(ctx, config, server_gpus(ctx.gpus, config), log_path)
-    ctx.servers.add(server)
+    server = _server(ctx, config, server_gpus(gpus, config), log_path)
+    ctx.slot.track(server)
     try:
         server.start()
         server.wait_ready()
     except TrialFailure:
-        server.stop()
-        ctx.servers.discard(server)
+        ctx.slot.stop(server)
         raise
     finally:
         timing["leader_boot_s"] = timing.get("leader_boot_s", 0.0) + (server.boot_s or 0.0)

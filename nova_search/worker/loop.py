@@ -3,14 +3,16 @@
 Optuna records heartbeats only inside ``study.optimize``; this loop runs its own ask/tell so that it
 can hold the budget lock (``db.StorageLock``) around "count, then ask". It covers what optimize would:
 
-- a heartbeat thread per running trial (``Heartbeat``), started at once after the ask;
+- a heartbeat thread per running trial (``db.heartbeat.Heartbeat``), started at once after the ask;
 - stale trials of dead workers fail and are re-queued once (``fail_stale_trials``); a trial that was
   asked but never heartbeated (a worker that died in between, or an ask whose answer was lost and
-  retried) is failed by ``fail_orphans`` after the grace period and re-queued every time, since it
-  never ran; the ask and its first heartbeat are retried apart, so a lost heartbeat never asks again;
+  retried) is failed by ``db.heartbeat.fail_orphans`` after the grace period and re-queued every time,
+  since it never ran; the ask and its first heartbeat are retried apart, so a lost heartbeat never
+  asks again;
 - every storage call is retried through a database restart (``db.retrying``): start-up, ask, the
   sampler's suggest calls, attributes, heartbeats, tell;
-- a worker's GPUs are split into slots (``placement``); a queued trial that needs more GPUs than a
+- a worker's GPUs are split into slots (``placement``), one ``trial.slot.Slot`` each (its servers and,
+  with confirm, its resident leader); a queued trial that needs more GPUs than a
   slot holds is left for a worker that has them, and a new one never draws such a tensor_parallel_size;
 - once the budget is used up, a worker stays while trials still run anywhere: one may belong to a
   dead worker, and someone must run its retry;
@@ -23,7 +25,6 @@ dashboard notes to it); it must never raise.
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 import signal
@@ -34,13 +35,11 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import optuna
-from optuna.storages import RDBStorage, fail_stale_trials
+from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
-from sqlalchemy import bindparam, text
 
 from nova_search import schema
 from nova_search.artifacts import filesystem_store
@@ -53,6 +52,7 @@ from nova_search.db import (
     retrying,
     storage_retry_s,
 )
+from nova_search.db.heartbeat import Heartbeat, fail_orphans
 from nova_search.db.stages import stage_plan
 from nova_search.engine.command import engine_prefix, unresolved_references
 from nova_search.errors import EngineError, TrialFailure
@@ -61,8 +61,9 @@ from nova_search.search.host import host_facts
 from nova_search.search.lifecycle import load, next_stage, stage_done
 from nova_search.search.sampler import FittingSampler
 from nova_search.spec import StudySpec
-from nova_search.trial.residency import Residency
-from nova_search.trial.run import NullReporter, Reporter, TrialContext, run_trial
+from nova_search.trial.context import NullReporter, Reporter, TrialContext
+from nova_search.trial.run import run_trial
+from nova_search.trial.slot import Slot
 from nova_search.worker.placement import NoSlot, Placement, ask_fitting, place, queued_gpus
 
 log = logging.getLogger("nova_search")
@@ -221,24 +222,26 @@ def _run_groups(
     placement: Placement,
 ) -> int:
     cancel = base.cancel
-    groups = placement.slots
+    slots = [Slot.of(spec, group) for group in placement.slots]
     counter, counter_lock = [0], threading.Lock()
-    if len(groups) == 1:
+    if len(slots) == 1:
         try:
-            _run_slot(study, spec, _slot_context(base, groups[0]), opts, placement, counter, counter_lock)
+            _run_slot(study, spec, replace(base, slot=slots[0]), opts, placement, counter, counter_lock)
         except KeyboardInterrupt:
             cancel.set()
             raise
         return counter[0]
     errors: list[BaseException] = []
 
-    def slot(group: tuple[int, ...]) -> None:
+    def run(slot: Slot) -> None:
         try:
-            _run_slot(study, spec, _slot_context(base, group), opts, placement, counter, counter_lock)
+            _run_slot(study, spec, replace(base, slot=slot), opts, placement, counter, counter_lock)
         except BaseException as e:  # noqa: BLE001 - reported by the main thread
             errors.append(e)
 
-    threads = [threading.Thread(target=slot, args=(g,), name=f"slot-{','.join(map(str, g))}") for g in groups]
+    threads = [
+        threading.Thread(target=run, args=(s,), name=f"slot-{','.join(map(str, s.gpus))}") for s in slots
+    ]
     for t in threads:
         t.start()
     try:
@@ -247,7 +250,8 @@ def _run_groups(
                 t.join(timeout=0.5)
     except KeyboardInterrupt:
         cancel.set()  # trials see it, their servers are stopped, they end FAIL "interrupted"
-        base.stop_servers()
+        for s in slots:
+            s.stop_servers()
         with signals_deferred():
             for t in threads:
                 t.join()
@@ -255,87 +259,6 @@ def _run_groups(
     if errors:
         raise errors[0]
     return counter[0]
-
-
-def _slot_context(base: TrialContext, gpus: tuple[int, ...]) -> TrialContext:
-    """A slot's context: its GPUs and, with spec.confirm, its own resident leader."""
-    return replace(base, gpus=gpus, residency=Residency.of(base.spec))
-
-
-class Heartbeat:
-    """Records the trial's heartbeat while it runs; a missed beat (database away) is retried next time."""
-
-    def __init__(self, storage: RDBStorage, trial_id: int, interval: float) -> None:
-        self.storage, self.trial_id, self.interval = storage, trial_id, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"heartbeat-{trial_id}")
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.storage.record_heartbeat(self.trial_id)
-            except Exception as e:  # noqa: BLE001 - a missed beat is retried on the next tick
-                log.warning("heartbeat of trial %s missed: %s", self.trial_id, type(e).__name__)
-            if self._stop.wait(self.interval):
-                return
-
-
-def fail_orphans(study: optuna.Study, storage: RDBStorage) -> list[int]:
-    """Fail (and re-queue once, as a stale trial is) every RUNNING trial that never recorded a
-    heartbeat and started more than the grace period ago: it was asked by a worker that died before
-    its first beat, or by an ask whose answer was lost and was asked again. Returns their numbers."""
-    if not storage.heartbeat_interval:
-        return []
-    grace = storage.grace_period or 2 * storage.heartbeat_interval
-    cutoff = datetime.now() - timedelta(seconds=grace)
-    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    old = {t._trial_id: t for t in running if t.datetime_start is not None and t.datetime_start < cutoff}
-    if not old:
-        return []
-    query = text("SELECT trial_id FROM trial_heartbeats WHERE trial_id IN :ids").bindparams(
-        bindparam("ids", expanding=True)
-    )
-    with storage.engine.connect() as conn:
-        beating = {int(r[0]) for r in conn.execute(query, {"ids": list(old)})}
-    failed = []
-    for trial_id, t in old.items():
-        if trial_id in beating:
-            continue
-        if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
-            failed.append(t.number)
-            log.warning("trial %s was asked but never heartbeated: failed after %s s", t.number, grace)
-            requeue_orphan(study, storage.get_trial(trial_id))
-    return failed
-
-
-def requeue_orphan(study: optuna.Study, t: FrozenTrial) -> None:
-    """Queue an orphan's trial again (its params, if it was a retry, and its attributes), marked as its
-    retry so that the orphan does not count toward the budget. Unlike a stale trial (re-queued once),
-    an orphan is re-queued every time: it never ran (no heartbeat: no server, no measurement), so a
-    retry that is orphaned again by another lost answer is not a trial the budget loses. Not Optuna's
-    RetryFailedTrialCallback(max_retry=None): it keeps the first failed trial as ``failed_trial``, so
-    an orphaned retry would still count toward the budget (``db.count_toward_budget``)."""
-    attrs: dict[str, object] = {**copy.deepcopy(t.system_attrs)}
-    history = attrs.get("retry_history")
-    attrs["retry_history"] = [*(history if isinstance(history, list) else []), t.number]
-    attrs[schema.RETRY_OF] = t.number
-    study.add_trial(
-        optuna.create_trial(
-            state=TrialState.WAITING,
-            params=t.params,
-            distributions=t.distributions,
-            user_attrs=t.user_attrs,
-            system_attrs=attrs,
-        )
-    )
 
 
 def _ask_locked(
@@ -348,7 +271,7 @@ def _ask_locked(
         return study.ask() if fits is None else ask_fitting(study, fits)
 
 
-def _ask_within_budget(
+def ask_within_budget(
     study: optuna.Study, lock: StorageLock, budget: int, window: float = 0.0, fits: Fits | None = None
 ) -> optuna.Trial | None:
     """Count, then ask, under the lock; the trial's first heartbeat is recorded at once. Each is
@@ -390,7 +313,7 @@ def _run_slot(
                 counter[0] += 1
             retrying(lambda: fail_stale_trials(study), window, "check for stale trials in")
             retrying(lambda: fail_orphans(study, storage), window, "check for orphaned trials in")
-            trial = _ask_within_budget(study, lock, budget, window, fits)
+            trial = ask_within_budget(study, lock, budget, window, fits)
             if trial is None:
                 with counter_lock:
                     counter[0] -= 1
@@ -403,8 +326,7 @@ def _run_slot(
                 return
             _run_one(study, trial, ctx, window, opts)
     finally:
-        if ctx.residency is not None:  # the slot's leader (confirm) goes with it
-            ctx.residency.close(ctx.servers)
+        ctx.slot.close()  # the slot's leader (confirm) goes with it
 
 
 def _any_running(study: optuna.Study) -> bool:

@@ -3,11 +3,14 @@ of the pairs (no engine)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import pairwise
+from pathlib import Path
 
 import optuna
 import pytest
 
+from benchmarks.harness.specs import fake_spec_dict
 from nova_search import schema
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError, TrialFailure
@@ -16,9 +19,10 @@ from nova_search.measure.records import Paired
 from nova_search.search.rules import Facts
 from nova_search.spec import parse_spec
 from nova_search.trial.confirm import dominated_by, head_to_head, leader_first, pair_schedule, settled
-from nova_search.trial.residency import Residency, Resident, adopt_leader, park_mode
+from nova_search.trial.context import TrialContext
+from nova_search.trial.residency import adopt_leader, make_room, offer
+from nova_search.trial.slot import Resident, Slot, park_mode
 from tests.support.builders import level
-from tests.support.specs import fake_spec_dict
 
 GIB = 1024**3
 THROUGHPUT = Objective("output_throughput", "maximize", "best", 0)
@@ -110,53 +114,54 @@ class _Server:
         return not self.stopped
 
 
-class _Ctx:
-    def __init__(self, device: str = "cuda", stage: str = "joint") -> None:
-        raw = fake_spec_dict(2, confirm={"park": "sleep"} if device == "cuda" else {})
-        raw["engine"]["device"] = device
-        self.spec = parse_spec(raw)
-        self.facts = Facts(device=device, device_memory_bytes=140 * GIB)
-        self.gpus = (0,)
-        self.stage = stage
-        self.storage_retry_s = 1.0
-        self.servers: set = set()
-        self.reporter = None
+def _ctx(stage: str = "joint", reporter=None) -> TrialContext:
+    """A trial's context on a sleeping slot of GPU 0 (140 GiB), its leader's host reserve 8 GiB."""
+    raw = fake_spec_dict(2, confirm={"park": "sleep"})
+    raw["engine"]["device"] = "cuda"
+    slot = Slot((0,), "sleep", 8 * GIB)
+    facts = Facts(device="cuda", device_memory_bytes=140 * GIB)
+    extra = {} if reporter is None else {"reporter": reporter}
+    return TrialContext(
+        parse_spec(raw), "s", facts, Path("."), slot, stage=stage, storage_retry_s=1.0, **extra
+    )
 
 
-def _residency(monkeypatch, free_gib: float, available_gib: float = 100.0) -> tuple[Residency, _Server, _Ctx]:
+def _residency(
+    monkeypatch, free_gib: float, available_gib: float = 100.0
+) -> tuple[Slot, _Server, TrialContext]:
     from nova_search.engine import sleep as sleep_mode
 
     monkeypatch.setattr(sleep_mode, "gpu_free_bytes", lambda gpus: {g: int(free_gib * GIB) for g in gpus})
     monkeypatch.setattr(sleep_mode, "host_available_bytes", lambda: int(available_gib * GIB))
-    r = Residency("sleep", 8 * GIB)
+    ctx = _ctx()
+    r = ctx.slot
     server = _Server()
-    ctx = _Ctx()
     r.leader = Resident(server, 3, "joint", 1000.0, asleep=True)  # type: ignore[arg-type]
-    ctx.servers.add(server)
+    r.servers.add(server)  # type: ignore[arg-type]
     return r, server, ctx
 
 
 def test_the_leader_stays_while_the_next_server_fits_beside_it(monkeypatch):
     r, server, ctx = _residency(monkeypatch, free_gib=137.0)
     config = EngineConfig(gpu_memory_utilization=0.9)
-    assert r.make_room(ctx, config) is None and not server.stopped  # 0.9 x 140 + 1 = 127 GiB <= 137
+    assert make_room(ctx, (0,), config) is None and not server.stopped  # 0.9 x 140 + 1 = 127 GiB <= 137
 
 
 def test_the_leader_is_let_go_when_the_next_server_would_not_fit(monkeypatch):
     r, server, ctx = _residency(monkeypatch, free_gib=130.0)
     config = EngineConfig(gpu_memory_utilization=0.95)
-    note = r.make_room(ctx, config)
+    note = make_room(ctx, (0,), config)
     assert note is not None and "gpu_memory_utilization 0.95 needs 134.0 GiB of GPU 0" in note
-    assert server.stopped and r.leader is None and server not in ctx.servers
+    assert server.stopped and r.leader is None and server not in r.servers
 
 
 def test_the_leader_is_let_go_when_the_host_runs_short_or_the_stage_changes(monkeypatch):
     r, server, ctx = _residency(monkeypatch, free_gib=137.0, available_gib=4.0)
-    note = r.make_room(ctx, EngineConfig())
+    note = make_room(ctx, (0,), EngineConfig())
     assert note is not None and "under confirm.host_reserve_gib" in note and server.stopped
     r, server, ctx = _residency(monkeypatch, free_gib=137.0)
-    ctx.stage = "speculative"
-    assert "the stage changed" in (r.make_room(ctx, EngineConfig()) or "")
+    ctx = replace(ctx, stage="speculative")
+    assert "the stage changed" in (make_room(ctx, (0,), EngineConfig()) or "")
 
 
 def test_a_trial_that_measured_higher_takes_the_leaders_place_and_the_note_gives_both_values(monkeypatch):
@@ -166,12 +171,12 @@ def test_a_trial_that_measured_higher_takes_the_leaders_place_and_the_note_gives
     asleep: list[str] = []
     monkeypatch.setattr(sleep_mode, "sleep", lambda url, level=1: asleep.append(url) or 0.4)
     lower = _Server()
-    assert r.offer(ctx, 4, lower, 990.0, "search", asleep=False) == (False, None)  # type: ignore[arg-type]
+    assert offer(ctx, 4, lower, 990.0, "search", asleep=False) == (False, None)  # type: ignore[arg-type]
     assert not old.stopped and r.leader is not None and r.leader.number == 3
     higher = _Server()
-    kept, note = r.offer(ctx, 5, higher, 1012.5, "search", asleep=False)  # type: ignore[arg-type]
+    kept, note = offer(ctx, 5, higher, 1012.5, "search", asleep=False)  # type: ignore[arg-type]
     assert kept and note == "leader #3 let go: #5 measured 1012.5 against its 1000"
-    assert old.stopped and old not in ctx.servers and higher in ctx.servers
+    assert old.stopped and old not in r.servers and higher in r.servers
     assert r.leader.number == 5 and r.leader.asleep and asleep == ["http://127.0.0.1:9"]
 
 
@@ -182,12 +187,12 @@ def test_against_the_leader_it_was_paired_with_a_trial_is_judged_on_their_pairs(
     monkeypatch.setattr(sleep_mode, "sleep", lambda url, level=1: 0.4)
     r, old, ctx = _residency(monkeypatch, free_gib=137.0)
     # higher than the stored 1000, lower than the leader measured in their pairs: it stays out
-    assert r.offer(ctx, 4, _Server(), 1010.0, "search", False, (3, 1030.0, 1020.0)) == (False, None)  # type: ignore[arg-type]
+    assert offer(ctx, 4, _Server(), 1010.0, "search", False, (3, 1030.0, 1020.0)) == (False, None)  # type: ignore[arg-type]
     # pairs with another leader than the slot's: the stored value decides
-    kept, note = r.offer(ctx, 5, _Server(), 990.0, "search", False, (2, 900.0, 990.0))  # type: ignore[arg-type]
+    kept, note = offer(ctx, 5, _Server(), 990.0, "search", False, (2, 900.0, 990.0))  # type: ignore[arg-type]
     assert not kept and note is None and not old.stopped
     # lower than the stored value, higher in their pairs: it takes the place, and the note says why
-    kept, note = r.offer(ctx, 6, _Server(), 995.0, "search", False, (3, 1001.0, 1008.0))  # type: ignore[arg-type]
+    kept, note = offer(ctx, 6, _Server(), 995.0, "search", False, (3, 1001.0, 1008.0))  # type: ignore[arg-type]
     assert kept and note == "leader #3 let go: #6 measured 1008 against its 1001 in their pairs"
     assert old.stopped and r.leader is not None and r.leader.number == 6 and r.leader.value == 995.0
 
@@ -240,7 +245,7 @@ def _study_with_finished(*finished: tuple[float, EngineConfig, float]) -> optuna
     return study.ask()
 
 
-def _adoption(monkeypatch, free_gib: float = 137.0) -> tuple[Residency, _Ctx, list[str]]:
+def _adoption(monkeypatch, free_gib: float = 137.0) -> tuple[Slot, TrialContext, list[str]]:
     from nova_search.engine import sleep as sleep_mode
 
     calls: list[str] = []
@@ -248,9 +253,8 @@ def _adoption(monkeypatch, free_gib: float = 137.0) -> tuple[Residency, _Ctx, li
     monkeypatch.setattr(sleep_mode, "host_available_bytes", lambda: 100 * GIB)
     monkeypatch.setattr(sleep_mode, "sleep", lambda url, level=1: calls.append("sleep") or 3.0)
     monkeypatch.setattr(sleep_mode, "wake_up", lambda url: calls.append("wake") or 0.8)
-    ctx = _Ctx()
-    ctx.reporter = _Reporter()
-    return Residency("sleep", 8 * GIB), ctx, calls
+    ctx = _ctx(reporter=_Reporter())
+    return ctx.slot, ctx, calls
 
 
 def _trial_server() -> _Server:
@@ -274,17 +278,17 @@ def test_a_slot_with_no_leader_boots_the_studys_best_feasible_trial_beside_the_s
         booted.append(config)
         return leader
 
-    note, awake, switched = adopt_leader(trial, ctx, r, _trial_server(), boot)  # type: ignore[arg-type]
+    note, awake, switched = adopt_leader(trial, ctx, (0,), _trial_server(), boot)  # type: ignore[arg-type]
     assert booted == [best] and calls == ["sleep"]  # the trial slept first, then #1 booted as it ran
     assert note == "the study's best #1 booted as the leader" and not awake and switched == 3.0
     assert r.leader is not None and r.leader.number == 1 and r.leader.value == 1000.0 and not r.leader.asleep
-    assert leader in ctx.servers and ctx.reporter.phases == ["booting the study's best #1 as the leader"]
+    assert leader in r.servers and ctx.reporter.phases == ["booting the study's best #1 as the leader"]
 
 
 def test_a_slot_adopts_nothing_in_a_study_with_no_finished_trial(monkeypatch):
     r, ctx, calls = _adoption(monkeypatch)
     note, awake, switched = adopt_leader(  # type: ignore[arg-type]
-        _study_with_finished(), ctx, r, _trial_server(), lambda *a: pytest.fail("booted")
+        _study_with_finished(), ctx, (0,), _trial_server(), lambda *a: pytest.fail("booted")
     )
     assert (note, awake, switched, calls, r.leader) == ("", True, 0.0, [], None)
 
@@ -293,13 +297,13 @@ def test_the_trial_is_confirmed_alone_when_the_best_cannot_boot_beside_it(monkey
     # no room on the GPU once the trial sleeps: the trial is woken again, nothing boots
     r, ctx, calls = _adoption(monkeypatch, free_gib=100.0)
     trial = _study_with_finished((1000.0, EngineConfig(gpu_memory_utilization=0.9), 0.0))
-    note, awake, switched = adopt_leader(trial, ctx, r, _trial_server(), lambda *a: pytest.fail("booted"))  # type: ignore[arg-type]
+    note, awake, switched = adopt_leader(trial, ctx, (0,), _trial_server(), lambda *a: pytest.fail("booted"))  # type: ignore[arg-type]
     assert note.startswith("#0 not booted as the leader: gpu_memory_utilization 0.9 needs 127.0 GiB")
     assert awake and calls == ["sleep", "wake"] and switched == pytest.approx(3.8) and r.leader is None
     # it ran on more GPUs than the trial's server has: not even the sleep
     r, ctx, calls = _adoption(monkeypatch)
     trial = _study_with_finished((1000.0, EngineConfig(tensor_parallel_size=2), 0.0))
-    note, awake, _ = adopt_leader(trial, ctx, r, _trial_server(), lambda *a: pytest.fail("booted"))  # type: ignore[arg-type]
+    note, awake, _ = adopt_leader(trial, ctx, (0,), _trial_server(), lambda *a: pytest.fail("booted"))  # type: ignore[arg-type]
     assert note == "#0 not booted as the leader: it ran on 2 GPUs, the trial's server has 1"
     assert awake and calls == [] and r.leader is None
 
@@ -309,6 +313,6 @@ def test_the_trial_is_confirmed_alone_when_the_best_cannot_boot_beside_it(monkey
 
     r, ctx, calls = _adoption(monkeypatch)
     trial = _study_with_finished((1000.0, EngineConfig(), 0.0))
-    note, awake, _ = adopt_leader(trial, ctx, r, _trial_server(), fails)  # type: ignore[arg-type]
+    note, awake, _ = adopt_leader(trial, ctx, (0,), _trial_server(), fails)  # type: ignore[arg-type]
     assert note == "#0 did not boot as the leader (boot-timeout): confirmed alone"
     assert awake and calls == ["sleep", "wake"] and r.leader is None

@@ -15,9 +15,11 @@ from optuna.trial import TrialState
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, OperationalError, PendingRollbackError
 
+from benchmarks.harness.specs import fake_spec_dict
 from nova_search import schema
 from nova_search.db import count_toward_budget, open_storage, retrying
 from nova_search.db.failures import is_transient, storage_error
+from nova_search.db.heartbeat import requeue_orphan
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import StorageError, TrialFailure
 from nova_search.search import lifecycle as nova_study
@@ -25,7 +27,6 @@ from nova_search.spec import parse_spec
 from nova_search.trial.run import choose_config
 from nova_search.worker import loop as worker
 from nova_search.worker.placement import NoSlot, server_gpus
-from tests.support.specs import fake_spec_dict
 
 
 @pytest.fixture
@@ -125,13 +126,13 @@ def test_the_first_heartbeat_is_written_with_the_ask(url):
     study, spec = make(url, 1)
     storage = worker.rdb_storage(study)
     lock = worker.StorageLock(storage.engine, "w")
-    trial = worker._ask_within_budget(study, lock, budget=1)
+    trial = worker.ask_within_budget(study, lock, budget=1)
     with storage.engine.connect() as conn:
         n = conn.execute(
             text("SELECT count(*) FROM trial_heartbeats WHERE trial_id = :i"), {"i": trial._trial_id}
         ).scalar_one()
     assert n == 1
-    assert worker._ask_within_budget(study, lock, budget=1) is None  # the budget is spent
+    assert worker.ask_within_budget(study, lock, budget=1) is None  # the budget is spent
 
 
 def test_signals_are_deferred_while_an_outcome_is_recorded():
@@ -181,7 +182,7 @@ def test_a_tp2_trial_never_starts_on_a_one_gpu_worker_and_waits_for_a_worker_wit
 
     def fake_run(trial, ctx):
         config = choose_config(trial, ctx.spec, ctx.stage, ctx.base_config)  # the real sampling path
-        ran.append((trial.number, config.gpus, server_gpus(ctx.gpus, config)))
+        ran.append((trial.number, config.gpus, server_gpus(ctx.slot.gpus, config)))
         return [float(config.max_num_seqs or 1), 1.0]
 
     monkeypatch.setattr(worker, "run_trial", fake_run)
@@ -294,11 +295,11 @@ def test_an_orphaned_retry_is_queued_again_and_the_budget_stays_exact(url):
     study, spec = make(url, 2)
     storage = worker.rdb_storage(study)
     first = study.ask()
-    worker.requeue_orphan(study, storage.get_trial(first._trial_id))
+    requeue_orphan(study, storage.get_trial(first._trial_id))
     storage.set_trial_state_values(first._trial_id, state=TrialState.FAIL)
     retry = study.ask()  # pops the WAITING retry
     assert storage.get_trial(retry._trial_id).system_attrs[schema.RETRY_OF] == first.number
-    worker.requeue_orphan(study, storage.get_trial(retry._trial_id))  # orphaned again
+    requeue_orphan(study, storage.get_trial(retry._trial_id))  # orphaned again
     storage.set_trial_state_values(retry._trial_id, state=TrialState.FAIL)
     trials = study.get_trials()
     (again,) = [t for t in trials if t.state == TrialState.WAITING]
