@@ -1,6 +1,8 @@
-"""The shape of the house (ARCHITECTURE.md), checked: no module imports one that imports it back
-(function-level imports included), no module grows past 500 lines, the stored schema's keys live in
-one module, and test modules share code only through tests/support."""
+"""The shape of the house (ARCHITECTURE.md), checked: the floors drawn there match the import graph
+(every import points down or level, every package and top-level module on exactly one floor), no
+module imports one that imports it back (function-level imports included), the top level stays small,
+no two modules share a name, the stored schema's keys live in one module, and test modules share code
+only through tests/support."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from pathlib import Path
 from tests.support import REPO
 
 PACKAGE = REPO / "nova_search"
-MAX_LINES = 500
+ARCHITECTURE = REPO / "ARCHITECTURE.md"
+#: top-level modules that are entry points or the public surface, not concepts
+ENTRY_MODULES = {"__init__", "__main__", "api"}
+MAX_TOP_LEVEL_MODULES = 8
 
 
 def _modules() -> dict[str, Path]:
@@ -106,9 +111,87 @@ def test_the_worker_loop_does_not_depend_on_presentation():
         )
 
 
-def test_no_module_is_over_500_lines():
-    sizes = {m: len(p.read_text().splitlines()) for m, p in _modules().items()}
-    assert {m: n for m, n in sizes.items() if n > MAX_LINES} == {}
+def floors(text: str) -> list[list[str]]:
+    """The floors block of ARCHITECTURE.md, top first: per floor, the units on it (a package, a
+    top-level module, or ``package.module`` for a module that sits lower than its package)."""
+    m = re.search(r"^```floors\n(.*?)^```", text, flags=re.S | re.M)
+    assert m, "ARCHITECTURE.md has no ```floors block"
+    return [line.split("|", 1)[0].split() for line in m.group(1).splitlines() if line.strip()]
+
+
+def unit_of(module: str, units: set[str]) -> str | None:
+    """The unit a module belongs to: the longest listed name it is, or is inside of."""
+    parts = module.split(".")[1:]  # without "nova_search"
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in units:
+            return ".".join(parts[:n])
+    return None
+
+
+def downward_violations(graph: dict[str, set[str]], drawn: list[list[str]]) -> list[str]:
+    """Imports that point up the floors (the top floor is 0)."""
+    floor = {unit: i for i, units in enumerate(drawn) for unit in units}
+    out = []
+    for module, targets in sorted(graph.items()):
+        here = unit_of(module, set(floor))
+        for target in sorted(targets):
+            there = unit_of(target, set(floor))
+            if here and there and floor[here] > floor[there]:
+                out.append(
+                    f"{module} (floor {floor[here]}: {here}) imports {target} (floor {floor[there]}: {there})"
+                )
+    return out
+
+
+def test_the_floor_checker_finds_an_import_that_points_up():
+    graph = {"nova_search.a.x": {"nova_search.b"}, "nova_search.b": set(), "nova_search.a.low": set()}
+    assert downward_violations(graph, [["a"], ["b"]]) == []
+    assert len(downward_violations(graph, [["b"], ["a"]])) == 1
+    # a module listed on its own floor is judged by its own floor, not its package's
+    graph = {
+        "nova_search.b": {"nova_search.a.low"},
+        "nova_search.a.low": set(),
+        "nova_search.a.x": {"nova_search.b"},
+    }
+    assert downward_violations(graph, [["a"], ["b"], ["a.low"]]) == []
+
+
+def test_every_package_and_top_level_module_is_on_exactly_one_floor():
+    drawn = floors(ARCHITECTURE.read_text())
+    listed = [unit for units in drawn for unit in units]
+    assert len(listed) == len(set(listed)), sorted({u for u in listed if listed.count(u) > 1})
+    modules = _modules()
+    for unit in listed:
+        assert f"nova_search.{unit}" in modules, f"ARCHITECTURE.md names {unit}, which nova_search has not"
+    top = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    top |= {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert top <= set(listed), f"on no floor: {sorted(top - set(listed))}"
+    for unit in listed:  # a module named on a floor of its own: its package is on one too
+        assert unit.partition(".")[0] in listed, unit
+
+
+def test_every_import_points_down_the_floors():
+    graph = import_graph()
+    assert len(graph) > 50  # the graph was really read
+    assert downward_violations(graph, floors(ARCHITECTURE.read_text())) == []
+
+
+def test_the_top_level_stays_small():
+    modules = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ENTRY_MODULES)
+    assert len(modules) <= MAX_TOP_LEVEL_MODULES, modules
+
+
+def _is_migration(path: Path) -> bool:
+    return "versions" in path.relative_to(PACKAGE).parts
+
+
+def test_no_two_modules_share_a_name():
+    seen: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.stem in ("__init__", "__main__") or _is_migration(path):
+            continue
+        seen.setdefault(path.stem, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
 
 
 def test_the_stored_keys_are_written_only_in_the_schema_module():
