@@ -1,4 +1,4 @@
-"""The speculative verdict and the deployment policy (REFERENCE-STUDY.md, "Select").
+"""The speculative verdict and the deployment policy (docs/concepts.md, "Verdict and policy").
 
 Pure functions over small frozen records; no storage, no HTTP. The input is one ``Profile`` per trial
 (what a trial measured at each concurrency level, with its per-window samples); the output is a

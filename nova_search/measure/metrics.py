@@ -1,4 +1,4 @@
-"""RequestRecords (+ engine samples) -> LevelResult. Pure functions; the definitions the README states.
+"""RequestRecords (+ engine samples) -> LevelResult. Pure functions; the definitions docs/metrics.md states.
 
 - TTFT: first output chunk arrival minus send.  E2E: last output chunk minus send.
 - TPOT: (E2E - TTFT) / (output_tokens - 1), per request.

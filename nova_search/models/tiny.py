@@ -1,4 +1,4 @@
-"""Build the tiny local model of ENGINE.md: a Llama-shaped config.json and a byte-level BPE tokenizer
+"""Build the tiny local model the demo serves: a Llama-shaped config.json and a byte-level BPE tokenizer
 trained on local text. vLLM serves it with ``--load-format dummy`` (random weights), so its timings
 depend only on the shapes. Optionally an EAGLE-3 drafter folder of matching shape (``--eagle3``).
 """
@@ -41,7 +41,7 @@ EAGLE3_CONFIG = {
     "architectures": ["LlamaForCausalLMEagle3"],
     "num_hidden_layers": 1,
     "draft_vocab_size": VOCAB,
-    # a 2-layer target exposes two aux hidden states; the default expects three (ENGINE.md)
+    # a 2-layer target exposes two aux hidden states; the default expects three
     "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 1]},
 }
 

@@ -167,7 +167,7 @@ def sample(
         )
         config = config.with_values(speculative=spec_cfg)
         if method == "dflash" and (config.attention_backend is None or stage == "speculative"):
-            # the DFlash path needs the Triton attention backend (REFERENCE-STUDY.md): on top of a
-            # tuned stack it replaces the tuned backend, as the reference launch does
+            # the DFlash path needs the Triton attention backend (studies/gemma-4-31b-dflash.yaml): on
+            # top of a tuned stack it replaces the tuned backend, as the reference launch does
             config = config.with_values(attention_backend="TRITON_ATTN")
     return config

@@ -1,7 +1,7 @@
 """The study spec: one YAML file, merged with ``--set`` overrides, then validated once.
 
-Precedence, lowest first: field defaults < environment (``NOVA_ENGINE_PYTHON``, ``NOVA_STORAGE``)
-< the spec file < explicit flags (``--set``, ``--storage``, ``--study-name``, ``--n-trials``).
+Precedence, lowest first: field defaults < the spec file < environment (``NOVA_ENGINE_PYTHON``,
+``NOVA_STORAGE``) < explicit flags (``--set``, ``--storage``, ``--study-name``, ``--n-trials``).
 
 Every model forbids unknown keys, and every error names the dotted path of the field that is wrong
 (``space.max_num_seqs.range.low: ...``), so a user can fix the file without reading code.

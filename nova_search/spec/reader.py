@@ -134,7 +134,7 @@ def format_validation_error(e: ValidationError, source: str) -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = 'unknown field (check the spelling; the README\'s "Spec reference" lists every field)'
+            msg = "unknown field (check the spelling; docs/spec-reference.md lists every field)"
         given = err.get("input")
         shown = (
             ""

@@ -1,7 +1,8 @@
-"""One trial, end to end. The only module that chains the stages:
+"""One trial, end to end: this module chains its stages (``trial.confirm`` then measures further
+windows against the slot's leader, through ``trial.window``):
 
-    spec -> space.sample -> EngineConfig -> (compatibility) -> engine.command -> Server
-      -> per level: workload -> loadgen.run_level -> metrics.summarize -> LevelResult (stored at once)
+    spec -> search.configs.sample -> EngineConfig -> search.rules -> engine.command -> Server
+      -> per level: loadgen.prompts -> trial.window -> measure.metrics.summarize -> LevelResult (stored)
       -> objectives -> values + constraints                                    -> server torn down
 
 Failures are classified and recorded on the trial, then raised as ``TrialFailure`` (Optuna: FAIL)
