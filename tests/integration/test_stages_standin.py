@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import optuna
-import pytest
 import yaml
 
 from nova_search import schema

@@ -16,6 +16,8 @@ from nova_search.results.load import load_results
 from nova_search.trial.confirm import head_to_head
 from tests.support import REPO, script
 
+pytestmark = pytest.mark.recorded
+
 RESULTS = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm"
 URL = f"sqlite:///{RESULTS / 'study.db'}"
 

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from nova_search.api import load_results, verdict_of
 from tests.support import REPO, script
 from tests.support.trained import assert_readme_quotes_summary
+
+pytestmark = pytest.mark.recorded
 
 RESULTS = REPO / "benchmarks" / "results" / "h200-qwen3-8b-drafters"
 STUDY = "h200-qwen3-8b-drafters"

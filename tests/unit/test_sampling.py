@@ -135,6 +135,7 @@ def test_the_base_sampler_sees_a_list_of_numbers_as_ranks_and_the_study_keeps_th
     assert all(t.params["max_num_seqs"] in (4, 8, 16) for t in study.trials)
 
 
+@pytest.mark.recorded
 def test_the_committed_replay_meets_the_goal_and_its_first_seeds_replay_the_same() -> None:
     """benchmarks/results/sampler-replay-cpu: nova's TPE needs at most half of random search's trials
     to reach a configuration within 5 % of the best, on the measured table; replaying the first seeds

@@ -10,6 +10,8 @@ import pytest
 from nova_search.analysis.noise import compare
 from tests.support import REPO
 
+pytestmark = pytest.mark.recorded
+
 RESULTS = REPO / "benchmarks" / "results" / "sleep-ab-h200"
 
 

@@ -409,7 +409,11 @@ def test_host_facts_reads_model_config(tmp_path: Path, tiny_raw: dict[str, Any])
     assert isinstance(facts.cpu_flags, frozenset)
 
 
-def test_host_facts_without_model_config(tmp_path: Path, tiny_raw: dict[str, Any]) -> None:
+def test_host_facts_without_model_config(
+    tmp_path: Path, tiny_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nvidia-smi's answer on a machine without a GPU, without starting it (a unit test starts no process)
+    monkeypatch.setattr("nova_search.search.host._gpu_facts", lambda gpus: (None, None))
     tiny_raw["model"]["path"] = str(tmp_path / "missing")
     tiny_raw["engine"]["device"] = "cuda"
     facts = host_facts(parse_spec(tiny_raw))
@@ -425,13 +429,3 @@ def test_suffix_needs_arctic_inference_where_the_engine_environment_is_known() -
     assert incompatibilities(c, Facts(engine_packages=frozenset({"arctic_inference"}))) == []
     # an engine.command launcher (an image's `vllm serve`): its environment is not known, so it boots
     assert incompatibilities(c, Facts(engine_packages=None)) == []
-
-
-def test_engine_packages_asks_the_engine_interpreter(tmp_path) -> None:
-    import sys
-
-    from nova_search.search.host import engine_packages
-
-    assert engine_packages(sys.executable) == frozenset()  # the project's venv has no arctic-inference
-    assert engine_packages(None) is None
-    assert engine_packages(str(tmp_path / "no-such-python")) is None

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from nova_search.api import load_results, verdict_of
 from tests.support import REPO, script
+
+pytestmark = pytest.mark.recorded
 
 RESULTS = REPO / "benchmarks" / "results" / "trained-cpu"
 

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from nova_search.api import load_results, verdict_of
 from tests.support import REPO, script
 from tests.support.trained import assert_readme_quotes_summary
+
+pytestmark = pytest.mark.recorded
 
 RESULTS = REPO / "benchmarks" / "results" / "trained-h200"
 STUDY = "trained-h200-speculative"

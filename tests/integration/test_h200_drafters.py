@@ -196,6 +196,7 @@ def test_every_drafter_trial_is_launchable_on_the_tuned_stack() -> None:
         assert config.max_num_batched_tokens - slots * config.max_num_seqs >= config.max_model_len
 
 
+@pytest.mark.recorded
 def test_the_committed_dflash_smoke_booted_the_configs_this_script_writes_and_drafted() -> None:
     """benchmarks/results/h200-dflash-smoke: vLLM 0.26.0 on the H200 read make_drafters.py's DFlash folder,
     served, and drafted k = 3 tokens a step (random weights: none accepted)."""

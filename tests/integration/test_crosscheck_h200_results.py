@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.recorded
+
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results" / "crosscheck-h200"
 SCRIPT = REPO / "benchmarks" / "h200" / "crosscheck_h200.py"

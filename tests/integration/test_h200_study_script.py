@@ -11,6 +11,8 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from tests.support import REPO
 
 SCRIPT = REPO / "benchmarks" / "h200" / "study.sh"
@@ -66,6 +68,7 @@ def _log_of(archive: Path, trial: str) -> str:
         return member.read().decode()
 
 
+@pytest.mark.recorded
 def test_the_cache_key_was_the_same_on_two_machines_and_a_carried_cache_loaded() -> None:
     directory = "torch_compile_cache/d0ef67a4e8"
     assert directory in _log_of(CONFIRM / "server-logs-session3.excerpt.tgz", "trial-0008")

@@ -15,6 +15,8 @@ import pytest
 from tests.support import REPO
 from tests.support.cli import nova, nova_ok
 
+pytestmark = pytest.mark.recorded
+
 RECORDED = REPO / "benchmarks" / "results" / "h200-qwen3-8b" / "study.db"
 STUDY = "h200-qwen3-8b"
 
