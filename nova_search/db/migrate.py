@@ -1,8 +1,10 @@
 """nova's schema migrations, run as an explicit step (``nova-search db upgrade``), never by a worker.
 
 Optuna's schema comes first: instantiating ``RDBStorage`` creates Optuna's tables and stamps its
-own ``alembic_version`` when they are missing. Then nova's alembic scripts (``db/migrations/``, shipped in
-the package) run with their own version table, ``nova_alembic_version``, and only ever touch ``nova_`` tables.
+own ``alembic_version`` when they are missing. Then nova's alembic scripts run with their own version
+table, ``nova_alembic_version``, and only ever touch ``nova_`` tables. The scripts live in the checkout's
+top-level ``alembic/`` (where ``alembic.ini`` points) and the wheel carries them as
+``nova_search/db/migrations/`` (pyproject.toml maps the folder), so a plain ``pip install`` can migrate.
 """
 
 from __future__ import annotations
@@ -25,8 +27,19 @@ from nova_search.db.tables import TABLE_PREFIX
 #: nova's alembic version table; Optuna keeps the default ``alembic_version`` for itself
 VERSION_TABLE = "nova_alembic_version"
 
-#: the migrations folder inside the package (``env.py``, ``versions/``): present in every install
-ALEMBIC_DIR = Path(__file__).resolve().parent / "migrations"
+
+def _scripts_dir() -> Path:
+    """The folder with ``env.py`` and ``versions/``: inside the installed package (a wheel), else the
+    checkout's ``alembic/`` (an editable install or a source tree). Found by path, not imported: alembic
+    loads the scripts by path, and an editable install cannot import the mapped folder (it has no
+    ``__init__.py``, which at the repository root would shadow the alembic library)."""
+    db_dir = Path(__file__).resolve().parent
+    packaged = db_dir / "migrations"
+    return packaged if (packaged / "env.py").is_file() else db_dir.parents[1] / "alembic"
+
+
+#: nova's alembic scripts (``env.py``, ``versions/``), in every install
+ALEMBIC_DIR = _scripts_dir()
 
 
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
