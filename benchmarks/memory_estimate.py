@@ -8,7 +8,7 @@ bound on the KV cache that the memory rule prunes by (engine/memory.py). The GPU
 nvidia-smi reported on that machine (gpu.txt), as the worker reads it. Then it answers the question
 that matters: would the rule have pruned any configuration that booted?
 
-    .venv/bin/python benchmarks/memory_estimate.py
+    .venv/bin/python -m benchmarks.memory_estimate
 """
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ from __future__ import annotations
 import io
 import json
 import re
-import sys
 import tarfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from nova_search.engine.memory import GIB, ModelShape, estimate
 
-from nova_search.engine.memory import GIB, ModelShape, estimate  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 STUDY = REPO / "benchmarks" / "results" / "h200-qwen3-8b"
 CONFIG = REPO / "benchmarks" / "h200" / "qwen3-8b-config.json"

@@ -14,17 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchmarks.harness.crosscheck import group_cpu_s
+from benchmarks.harness.engine import pinned_tiny_vllm
+from nova_search.loadgen.runner import MetricsReader
 
-from nova_search.loadgen.runner import MetricsReader  # noqa: E402
-from tests.support.crosscheck import _group_cpu_s  # noqa: E402
-from tests.support.engine import pinned_tiny_vllm  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
@@ -45,10 +43,10 @@ def main() -> None:
             for _ in range(5):  # connection, server-side caches
                 await reader.read()
             reader.raw.clear()
-            marks["server0"], marks["cpu0"] = _group_cpu_s(group), time.process_time()
+            marks["server0"], marks["cpu0"] = group_cpu_s(group), time.process_time()
             for _ in range(args.reads):
                 await reader.read()
-            marks["cpu1"], marks["server1"] = time.process_time(), _group_cpu_s(group)
+            marks["cpu1"], marks["server1"] = time.process_time(), group_cpu_s(group)
             reader.close()
 
         asyncio.run(reads())

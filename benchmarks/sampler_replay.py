@@ -26,7 +26,7 @@ of 3), ``tpe_before`` (the TPE settings alone, as make_sampler had them before),
 refused configurations told FAIL (as nova told failed boots before), ``random``, Optuna's default
 TPE, and ``grid`` (every configuration once, in a seeded shuffled order).
 
-    .venv/bin/python benchmarks/sampler_replay.py replay [--seeds 20] [--trials 48]
+    .venv/bin/python -m benchmarks.sampler_replay replay [--seeds 20] [--trials 48]
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 import warnings
@@ -44,13 +43,12 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+import optuna
+
+from nova_search.spec import StudySpec
+from nova_search.spec.reader import load_spec
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-import optuna  # noqa: E402
-
-from nova_search.spec import StudySpec  # noqa: E402
-from nova_search.spec.reader import load_spec  # noqa: E402
 
 SPEC = REPO / "benchmarks" / "sampler_replay.yaml"
 RESULTS = REPO / "benchmarks" / "results" / "sampler-replay-cpu"
@@ -85,13 +83,13 @@ def key(params: dict[str, Any]) -> str:
 
 def measure(args: argparse.Namespace) -> None:
 
+    from benchmarks.harness.crosscheck import peer_client, vllm_bench_args
     from nova_search.engine.command import build_launch, new_api_key, served_name
     from nova_search.engine.server import Server, free_port
     from nova_search.errors import TrialFailure
     from nova_search.search.configs import sample
     from nova_search.search.host import host_facts
     from nova_search.search.rules import incompatibilities
-    from tests.support.crosscheck import peer_client, vllm_bench_args
 
     spec = load_spec(args.spec)
     engine_python = spec.engine.resolved_python()

@@ -3,7 +3,7 @@
 storage: the budget-locked ask, the attribute writes of a two-level trial (config, argv, worker,
 levels twice, timing, summary), a constraint, one nova_level_result row per level, and the tell.
 
-    .venv/bin/python benchmarks/storage_overhead.py [--trials-per-worker 25]
+    .venv/bin/python -m benchmarks.storage_overhead [--trials-per-worker 25]
 
 PostgreSQL: NOVA_TEST_PG (default postgresql+psycopg://postgres@127.0.0.1:5432/test); a throwaway
 database is created and dropped. Prints figures; asserts nothing.
@@ -14,24 +14,20 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import optuna
 
-import optuna  # noqa: E402
-
-from nova_search import schema  # noqa: E402
-from nova_search.db import LevelStore, StorageLock, rdb_storage  # noqa: E402
-from nova_search.engine.config import EngineConfig  # noqa: E402
-from nova_search.measure.metrics import LevelResult  # noqa: E402
-from nova_search.search import lifecycle as nova_study  # noqa: E402
-from nova_search.spec import parse_spec  # noqa: E402
-from nova_search.worker.loop import _ask_within_budget  # noqa: E402
-from tests.support.pg import fresh_database  # noqa: E402
-from tests.support.specs import minimal_spec_dict  # noqa: E402
+from benchmarks.harness.pg import fresh_database
+from benchmarks.harness.specs import minimal_spec_dict
+from nova_search import schema
+from nova_search.db import LevelStore, StorageLock, rdb_storage
+from nova_search.engine.config import EngineConfig
+from nova_search.measure.metrics import LevelResult
+from nova_search.search import lifecycle as nova_study
+from nova_search.spec import parse_spec
+from nova_search.worker.loop import ask_within_budget
 
 LEVEL = LevelResult(
     concurrency=1,
@@ -58,7 +54,7 @@ def _worker(url: str, name: str, out: mp.Queue) -> None:
     tells: list[float] = []
     n = 0
     while True:
-        trial = _ask_within_budget(study, lock, spec.budget.n_trials)
+        trial = ask_within_budget(study, lock, spec.budget.n_trials)
         if trial is None:
             break
         schema.CONFIG.write(trial, EngineConfig(max_num_seqs=8))

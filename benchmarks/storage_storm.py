@@ -3,7 +3,7 @@ for 150 s while one `nova-search worker` (the stand-in engine, launched as vLLM 
 budget. What must come out: exactly 20 trials counted toward the budget, none RUNNING, no internal
 failure, every COMPLETE trial with its per-level rows, and the worker exiting 0.
 
-    .venv/bin/python benchmarks/storage_storm.py [--trials 20] [--every-s 0.25] [--for-s 150]
+    .venv/bin/python -m benchmarks.storage_storm [--trials 20] [--every-s 0.25] [--for-s 150]
 
 PostgreSQL: NOVA_TEST_PG (default postgresql+psycopg://postgres@127.0.0.1:5432/test); a throwaway
 database is created and dropped. Prints figures; asserts nothing. Measure alone: the storm's timing
@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from nova_search.db import LevelStore  # noqa: E402
-from nova_search.search import lifecycle as nova_study  # noqa: E402
-from tests.support.faults import Storm, outcome  # noqa: E402
-from tests.support.pg import fresh_database  # noqa: E402
-from tests.support.specs import fake_spec  # noqa: E402
-from tests.support.workers import fake_engines, worker  # noqa: E402
+from benchmarks.harness.faults import Storm, outcome
+from benchmarks.harness.pg import fresh_database
+from benchmarks.harness.specs import fake_spec
+from benchmarks.harness.workers import fake_engines, worker
+from nova_search.db import LevelStore
+from nova_search.search import lifecycle as nova_study
 
 
 def main() -> None:

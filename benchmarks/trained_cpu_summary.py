@@ -3,7 +3,7 @@ drafter's status, verified range and gain against tuned per level (with its inte
 the two runs agree on the accepted/rejected drafters, their verified ranges and the policy's choices;
 and each drafter's acceptance as vLLM counted it over the run's windows (from the dump).
 
-    .venv/bin/python benchmarks/trained_cpu_summary.py benchmarks/results/trained-cpu
+    .venv/bin/python -m benchmarks.trained_cpu_summary benchmarks/results/trained-cpu
 
 Writes OUT/summary.json and prints it.
 """
@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def drafters(policy: dict) -> dict:

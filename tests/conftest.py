@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.standin import StandinOptions, StandinServer
 from tests.support import REPO  # noqa: F401 - the repository root, for tests that ask conftest
-from tests.support.standin import StandinOptions, StandinServer
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,7 +88,7 @@ def standin() -> Iterator[Callable[..., StandinServer]]:
 def shared_vllm(engine_python: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
     """One real vLLM (CPU, tiny model) for every test that only reads from it, started with nova's own
     launcher: loopback, fresh API key, own process group, torn down at the end of the session."""
-    from tests.support.engine import pinned_tiny_vllm
+    from benchmarks.harness.engine import pinned_tiny_vllm
 
     os.environ.setdefault("NOVA_ENGINE_PYTHON", engine_python)
     log = tmp_path_factory.mktemp("shared-vllm") / "server.log"
@@ -107,7 +107,7 @@ def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'study.db'}"
         return
-    from tests.support.pg import fresh_database
+    from benchmarks.harness.pg import fresh_database
 
     with fresh_database() as url:
         yield url

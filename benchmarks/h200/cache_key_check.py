@@ -6,24 +6,22 @@ at once through nova's own launch (``build_launch`` + ``Server``), each with a f
 compile cache; waits until both logs name their torch.compile cache directory, prints both, and stops
 them. Run on the H200 after the bundle's install (benchmarks/h200/confirm_study.sh install, twice):
 
-    python3 benchmarks/h200/cache_key_check.py
+    python3 -m benchmarks.h200.cache_key_check
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from nova_search.engine.command import build_launch, new_api_key
+from nova_search.engine.config import EngineConfig
+from nova_search.engine.server import Server, free_port
+from nova_search.spec import EngineSpec, ModelSpec
 
-from nova_search.engine.command import build_launch, new_api_key  # noqa: E402
-from nova_search.engine.config import EngineConfig  # noqa: E402
-from nova_search.engine.server import Server, free_port  # noqa: E402
-from nova_search.spec import EngineSpec, ModelSpec  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 CACHE_DIR = re.compile(r"torch_compile_cache/([0-9a-f]+)/")
 

@@ -1,74 +1,80 @@
-"""Benchmark summary (prints figures) of issue 14's H200 study (studies/h200-qwen3-8b-confirm.yaml): where
-its GPU time went, what each confirmed trial's ABBA pairs said against its leader, and its best
-throughput against the recorded study's best non-speculative one.
+"""Benchmark summary (prints figures) of issue 14's H200 study
+(studies/experiments/h200-qwen3-8b-confirm.yaml): where its GPU time went, what each confirmed trial's
+ABBA pairs said against its leader, and its best throughput against the recorded study's best
+non-speculative one.
 
-Reads a study exported by `nova-search dump` (JSON); writes summary.json beside it with ``--write``:
+Reads the study from its committed storage (``study.db`` in the results folder) through nova's read side:
+the best non-speculative trial is ``results.select.tuned_baseline``, the GPU time ``results.cost.gpu_time``.
+Writes summary.json beside it with ``--write``:
 
-    .venv/bin/python benchmarks/h200/confirm_summary.py \
-        benchmarks/results/h200-qwen3-8b-confirm/study.json --write
+    .venv/bin/python -m benchmarks.h200.confirm_summary benchmarks/results/h200-qwen3-8b-confirm --write
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from nova_search.analysis.noise import compare  # noqa: E402
+from nova_search.analysis.noise import compare
+from nova_search.results.cost import gpu_time
+from nova_search.results.load import load_results
+from nova_search.results.select import objective_of, tuned_baseline
+from nova_search.results.trials import StudyResults, TrialResult
 
 #: the recorded study's best non-speculative output_throughput@best (trial 8,
 #: benchmarks/results/h200-qwen3-8b/study.json)
 RECORDED_BEST_NON_SPEC = 7212.7304179075245
 METRIC = "output_throughput"
+#: the study's name in its storage (both sessions' folders, -confirm and -confirm-2, hold this name)
+STUDY = "h200-qwen3-8b-confirm"
 
 
-def summarize(study: dict) -> dict:
-    trials = study["trials"]
-    key = study["objectives"][0]
-    done = [t for t in trials if t["state"] == "COMPLETE"]
-    plain = [t for t in done if not (t["config"] or {}).get("speculative")]
-    best = max(plain, key=lambda t: t["values"][key]) if plain else None
-    gpu = study["gpu_time_s"]
-    total = sum(gpu.values())
-    rows = []
-    for t in trials:
-        p = t.get("paired") or {}
-        pairs = {}
-        for c, sides in (p.get("levels") or {}).items():
-            a = [w[METRIC] for w in sides["leader"]]
-            b = [w[METRIC] for w in sides["trial"]]
-            if a and b:
-                cmp = compare(a, b, higher_is_better=True)
-                pairs[c] = {
-                    "diff_pct": cmp.diff_pct,
-                    "ci_pct": [cmp.ci.low, cmp.ci.high] if cmp.ci else None,
-                    "verdict": cmp.verdict,
-                    "n": len(a),
-                }
-        rows.append(
-            {
-                "number": t["number"],
-                "state": t["state"],
-                "value": (t["values"] or {}).get(key),
-                "timing": t["timing"],
-                "leader": p.get("leader"),
-                "pairs": p.get("pairs"),
-                "stopped": p.get("stopped"),
-                "against_leader": pairs,
+def against_leader(t: TrialResult) -> dict[str, dict]:
+    """Per level (as a string, JSON's key): the trial's windows against its leader's, paired."""
+    pairs: dict[str, dict] = {}
+    for c, (lead, mine) in (t.paired.levels if t.paired else {}).items():
+        a = [w[METRIC] for w in lead]
+        b = [w[METRIC] for w in mine]
+        if a and b:
+            cmp = compare(a, b, higher_is_better=True)
+            pairs[str(c)] = {
+                "diff_pct": cmp.diff_pct,
+                "ci_pct": [cmp.ci.low, cmp.ci.high] if cmp.ci else None,
+                "verdict": cmp.verdict,
+                "n": len(a),
             }
-        )
+    return pairs
+
+
+def summarize(results: StudyResults) -> dict:
+    first = results.objectives[0]
+    best = tuned_baseline(results)
+    gpu = gpu_time(results).seconds()
+    total = sum(gpu.values())
+    rows = [
+        {
+            "number": t.number,
+            "state": t.state,
+            "value": objective_of(t, first) if t.values is not None else None,
+            "timing": t.timing,
+            "leader": t.paired.leader if t.paired else None,
+            "pairs": t.paired.pairs if t.paired else None,
+            "stopped": t.paired.stopped if t.paired else None,
+            "against_leader": against_leader(t),
+        }
+        for t in results.trials
+    ]
+    best_value = objective_of(best, first) if best is not None else None
     return {
-        "study": study["study"],
-        "budget": study["budget"],
-        "trials_done": len(trials),
+        "study": results.study_name,
+        "budget": results.budget,
+        "trials_done": len(results.trials),
         "gpu_time_s": gpu,
         "windows_share": gpu["windows"] / total if total else None,
-        "best_non_speculative": {"trial": best["number"], key: best["values"][key]} if best else None,
+        "best_non_speculative": {"trial": best.number, first.name: best_value} if best else None,
         "recorded_best_non_speculative": RECORDED_BEST_NON_SPEC,
-        "vs_recorded_pct": (best["values"][key] / RECORDED_BEST_NON_SPEC - 1) * 100 if best else None,
+        "vs_recorded_pct": (best_value / RECORDED_BEST_NON_SPEC - 1) * 100 if best_value else None,
         "trials": rows,
     }
 
@@ -114,14 +120,15 @@ def markdown(s: dict) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("study_json")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("results", type=Path, help="the study's results folder (its storage: study.db)")
+    p.add_argument("--study", default=STUDY, help=f"the study's name in its storage (default {STUDY})")
     p.add_argument("--write", action="store_true", help="write summary.json beside the study")
     args = p.parse_args()
-    s = summarize(json.loads(Path(args.study_json).read_text()))
+    s = summarize(load_results(args.study, f"sqlite:///{args.results / 'study.db'}"))
     print(markdown(s))
     if args.write:
-        Path(args.study_json).with_name("summary.json").write_text(json.dumps(s, indent=2) + "\n")
+        (args.results / "summary.json").write_text(json.dumps(s, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ case "${1:-}" in
     ;;
   measure)
     curl -sf "http://127.0.0.1:$PORT/health" > /dev/null || { echo "no server"; tail -30 /tmp/server.log; exit 1; }
-    python3 benchmarks/h200/crosscheck_h200.py --url "http://127.0.0.1:$PORT" --model qwen3-8b \
+    python3 -m benchmarks.h200.crosscheck_h200 --url "http://127.0.0.1:$PORT" --model qwen3-8b \
       --tokenizer /tmp/model --client-cpus 8-15 --pairs "${PAIRS:-3}" --budget-s "${BUDGET_S:-420}" \
       --out "$OUT/crosscheck-h200" ${SHAPES:+--shapes "$SHAPES"} ${PROCESSES:+--processes "$PROCESSES"} \
       --first-pair "${FIRST_PAIR:-0}" --api-servers "$(cat /tmp/api_servers 2> /dev/null || echo 1)"

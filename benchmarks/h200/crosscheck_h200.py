@@ -4,14 +4,14 @@ shape by shape, in ABBA pairs, written as ``summary.json`` plus a table (``summa
 The server is already running (started by whoever runs this, on cores of its own); this script only
 drives it. Both clients run on ``--client-cpus`` (nova split into as many processes as it chooses,
 ``--processes`` to force a number). What is made equal on both sides, run by run, is in
-tests/support/crosscheck.py: same lengths (vLLM's random dataset at range ratio 0; nova's random
+benchmarks/harness/crosscheck.py: same lengths (vLLM's random dataset at range ratio 0; nova's random
 token ids), same concurrency, request count, warmups, greedy sampling, ``ignore_eos``.
 
 Pairs go round robin over the shapes (pair 0 of every shape, then pair 1, ...), so a run cut short
 still has the same number of pairs for every shape; ``summary.json`` is rewritten after every pair.
 Every run is also appended to ``runs.jsonl`` with all its figures.
 
-    PYTHONPATH=/tmp/site:$PWD python3 benchmarks/h200/crosscheck_h200.py \\
+    PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.h200.crosscheck_h200 \\
         --url http://127.0.0.1:8000 --model qwen3-8b --tokenizer /path/to/model \\
         --client-cpus 8-15 --pairs 3 --out benchmarks/results/crosscheck-h200
 
@@ -33,16 +33,13 @@ import json
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from tests.support.crosscheck import (  # noqa: E402
+from benchmarks.h200.server_watch import ServerWatch
+from benchmarks.harness.crosscheck import (
     CrossCheckPlan,
     Figures,
     Pair,
@@ -52,8 +49,7 @@ from tests.support.crosscheck import (  # noqa: E402
     run_pair,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from server_watch import ServerWatch  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 #: the issue's shapes; requests chosen so that 5 shapes x 3 pairs x 2 clients take about 7 minutes on
 #: one H200 with the Qwen3-8B shape (from the issue's figures: 2.5k tok/s at c=16, 3.2k at c=64 with

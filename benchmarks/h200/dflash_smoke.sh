@@ -8,7 +8,7 @@
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/nova-out}
 mkdir -p "$OUT"
-python3 benchmarks/h200/make_drafters.py > "$OUT/make.txt" 2>&1 || { cat "$OUT/make.txt"; exit 1; }
+python3 -m benchmarks.h200.make_drafters > "$OUT/make.txt" 2>&1 || { cat "$OUT/make.txt"; exit 1; }
 t0=$(date +%s)
 setsid python3 -m vllm.entrypoints.openai.api_server --model .gpu/model --load-format dummy \
   --host 127.0.0.1 --port 8011 --max-model-len 4096 --kv-cache-dtype fp8 --max-num-batched-tokens 8192 \

@@ -1,4 +1,5 @@
-"""Random-weight drafters for the Qwen3-8B-shaped target on the H200 (studies/h200-qwen3-8b-drafters.yaml).
+"""Random-weight drafters for the Qwen3-8B-shaped target on the H200
+(studies/experiments/h200-qwen3-8b-drafters.yaml).
 
 Writes one folder per drafter under OUT, each a ``config.json`` that vLLM 0.26.0 accepts for its
 method with the target in TARGET, plus the target's tokenizer files:
@@ -15,8 +16,8 @@ given (vllm/config/speculative.py:212, model_loader/__init__.py:137), so ``--loa
 server gives the drafters random weights too. The figures they give are boot, flags and timing, never
 acceptance. Standard library only, so it runs on the H200 with the machine's ``python3``:
 
-    python3 benchmarks/h200/make_drafters.py                  # .gpu/model -> .gpu/drafters
-    python3 benchmarks/h200/make_drafters.py --target DIR --out DIR [--eagle3-arch llama]
+    python3 -m benchmarks.h200.make_drafters                  # .gpu/model -> .gpu/drafters
+    python3 -m benchmarks.h200.make_drafters --target DIR --out DIR [--eagle3-arch llama]
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 du -sh ~/.cache/vllm 2>/dev/null | sed 's/^/compile cache: /'
 start=$(date +%s)
-python3 -m nova_search run studies/h200-qwen3-8b.yaml --storage "sqlite:///$DB" --gpus 0 \
+python3 -m nova_search run studies/experiments/h200-qwen3-8b.yaml --storage "sqlite:///$DB" --gpus 0 \
   --stop-after "${STOP_AFTER:-400}" 2>&1 | tee "$OUT/worker.log"
 rc=${PIPESTATUS[0]}
 echo "slot: nova-search exited $rc after $(( $(date +%s) - start )) s"

@@ -1,96 +1,123 @@
-"""Benchmark summary (prints figures): where a study's GPU time went and what the best trial gained.
+"""Benchmark summary (prints figures) of a GPU study: what the best trial gained over stock and where the
+study's GPU time went.
 
-Reads a study exported by `nova-search dump` (JSON) and prints, as markdown:
-  - stock vs the best trial by the first objective, per concurrency level (output tok/s and %);
+Reads a study from its storage through nova's read side (``results.load.load_results``) and prints, as
+markdown:
+  - stock vs the best trial by the first objective (``results.select.top_trial``), per concurrency level
+    (output tok/s and %), then stock vs the tuned baseline (``results.select.tuned_baseline``);
   - the best trial's launch command;
-  - per trial: boot, measurement and total seconds, and the share of GPU time inside measurement windows;
+  - per trial: boot, measurement and total seconds, and the share of its GPU time inside measurement
+    windows (``results.cost.trial_gpu_time``), then the study's split (``results.cost.gpu_time``);
   - the first boot (cold compile cache) against the later ones.
 
-    .venv/bin/python benchmarks/h200/summarize.py benchmarks/results/h200-qwen3-8b/study.json
+    .venv/bin/python -m benchmarks.h200.summarize                       # the recorded H200 study
+    .venv/bin/python -m benchmarks.h200.summarize --storage sqlite:///nova.db --study NAME
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import shlex
 import statistics
-import sys
+
+from benchmarks.harness import REPO
+from nova_search.results.cost import gpu_time, trial_gpu_time
+from nova_search.results.load import load_results
+from nova_search.results.select import stock_trial, top_trial, tuned_baseline
+from nova_search.results.trials import StudyResults, TrialResult
+
+#: the recorded H200 study (studies/experiments/h200-qwen3-8b.yaml)
+RECORDED = f"sqlite:///{REPO / 'benchmarks' / 'results' / 'h200-qwen3-8b' / 'study.db'}"
 
 
-def main(path: str) -> None:
-    study = json.load(open(path))
-    trials = study["trials"]
-    first = study["objectives"][0]
-    stock = next(t for t in trials if t["role"] == "stock" and t["state"] == "COMPLETE")
-    done = [t for t in trials if t["state"] == "COMPLETE" and t["role"] != "stock"]
-    best = max(done, key=lambda t: t["values"][first])
-    plain = [t for t in done if not (t["config"] or {}).get("speculative")]
-    tuned = max(plain, key=lambda t: t["values"][first]) if plain else None
-    print(
-        f"study {study['study']}: {len(trials)} trials, device {stock['device_name']}, "
-        f"vLLM {stock['engine_version']}"
-    )
-    print(f"\nstock (trial {stock['number']}) vs best by {first} (trial {best['number']}):\n")
-    print("| concurrency | stock tok/s | best tok/s | gain | stock TTFT p99 ms | best TTFT p99 ms |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for a, b in zip(stock["levels"], best["levels"], strict=True):
-        gain = (b["output_throughput"] / a["output_throughput"] - 1) * 100
-        print(
-            f"| {a['concurrency']} | {a['output_throughput']:.0f} | {b['output_throughput']:.0f} | "
-            f"{gain:+.1f} % | {a['ttft_p99_ms']:.0f} | {b['ttft_p99_ms']:.0f} |"
+def against_stock(stock: TrialResult, other: TrialResult, name: str) -> list[str]:
+    """A markdown table: ``other``'s output throughput and TTFT p99 against stock's, level by level."""
+    out = [
+        f"| concurrency | stock tok/s | {name} tok/s | gain | stock TTFT p99 ms | {name} TTFT p99 ms |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for a, b in zip(stock.levels, other.levels, strict=True):
+        gain = (b.output_throughput / a.output_throughput - 1) * 100
+        out.append(
+            f"| {a.concurrency} | {a.output_throughput:.0f} | {b.output_throughput:.0f} | "
+            f"{gain:+.1f} % | {a.ttft_p99_ms or 0:.0f} | {b.ttft_p99_ms or 0:.0f} |"
         )
+    return out
+
+
+def markdown(results: StudyResults) -> str:
+    stock, best, tuned = stock_trial(results), top_trial(results), tuned_baseline(results)
+    if stock is None or best is None:
+        return f"study {results.study_name}: no completed stock baseline or no feasible trial yet"
+    first = results.objectives[0].name
+    out = [
+        f"study {results.study_name}: {len(results.trials)} trials, device {stock.device_name}, "
+        f"vLLM {stock.engine_version}",
+        "",
+        f"stock (trial {stock.number}) vs best by {first} (trial {best.number}):",
+        "",
+        *against_stock(stock, best, "best"),
+    ]
     if tuned is not None:
-        print(f"\nstock vs the best non-speculative trial (trial {tuned['number']}):\n")
-        print("| concurrency | stock tok/s | tuned tok/s | gain | stock TTFT p99 ms | tuned TTFT p99 ms |")
-        print("|---:|---:|---:|---:|---:|---:|")
-        for a, b in zip(stock["levels"], tuned["levels"], strict=True):
-            gain = (b["output_throughput"] / a["output_throughput"] - 1) * 100
-            print(
-                f"| {a['concurrency']} | {a['output_throughput']:.0f} | {b['output_throughput']:.0f} | "
-                f"{gain:+.1f} % | {a['ttft_p99_ms']:.0f} | {b['ttft_p99_ms']:.0f} |"
-            )
-    rates = [lv.get("spec_acceptance_rate") for lv in best["levels"]]
-    if any(r is not None for r in rates):
-        print(
-            "\nbest trial's draft acceptance rate per level: "
-            + ", ".join(
-                f"{lv['concurrency']}: {r:.3f}"
-                for lv, r in zip(best["levels"], rates, strict=True)
-                if r is not None
-            )
-        )
-    print("\nbest launch command:\n")
-    print("    " + shlex.join(best["deployable_argv"]))
+        out += [
+            "",
+            f"stock vs the tuned baseline (trial {tuned.number}):",
+            "",
+            *against_stock(stock, tuned, "tuned"),
+        ]
+    rates = [(lv.concurrency, lv.spec_acceptance_rate) for lv in best.levels]
+    if any(r is not None for _, r in rates):
+        out += [
+            "",
+            "best trial's draft acceptance rate per level: "
+            + ", ".join(f"{c}: {r:.3f}" for c, r in rates if r is not None),
+        ]
+    out += ["", "best launch command:", "", "    " + shlex.join(best.deployable_argv)]
 
-    print("\nper trial (seconds of GPU time; pruned trials were never launched):\n")
-    print("| trial | state | boot s | measured s | total s | measured share |")
-    print("|---:|---|---:|---:|---:|---:|")
-    boots, measured, total = [], 0.0, 0.0
-    for t in trials:
-        tm = t["timing"] or {}
-        if not tm.get("total_s") or t["state"] == "PRUNED":
-            print(f"| {t['number']} | {t['state']} | – | – | {tm.get('total_s', 0):.0f} | – |")
+    out += [
+        "",
+        "per trial (seconds of GPU time; pruned trials were never launched):",
+        "",
+        "| trial | state | boot s | measured s | total s | measured share |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    boots = []
+    for t in results.trials:
+        tm = t.timing
+        spent = sum(trial_gpu_time(t).values())
+        if spent <= 0 or t.state == "PRUNED":
+            out.append(f"| {t.number} | {t.state} | – | – | {tm.get('total_s', 0):.0f} | – |")
             continue
-        boots.append(tm.get("boot_s", 0.0))
-        measured += tm.get("measure_s", 0.0)
-        total += tm["total_s"]
-        share = tm.get("measure_s", 0.0) / tm["total_s"] * 100
-        print(
-            f"| {t['number']} | {t['state']} | {tm.get('boot_s', 0):.0f} | {tm.get('measure_s', 0):.0f} | "
+        if "boot_s" in tm:
+            boots.append(tm["boot_s"])
+        share = trial_gpu_time(t)["windows"] / spent * 100
+        out.append(
+            f"| {t.number} | {t.state} | {tm.get('boot_s', 0):.0f} | {tm.get('measure_s', 0):.0f} | "
             f"{tm['total_s']:.0f} | {share:.0f} % |"
         )
-    print(
-        f"\nall launched trials: {total:.0f} s of GPU time ({total / 3600:.3f} GPU-hours), "
-        f"{measured:.0f} s inside measurement windows: {measured / total * 100:.0f} %; "
-        f"boot {sum(boots):.0f} s: {sum(boots) / total * 100:.0f} %; the rest (warmup requests, "
-        f"window drain, /metrics, teardown): {(total - measured - sum(boots)) / total * 100:.0f} %"
+    cost = gpu_time(results)
+    launched = sum(1 for t in results.trials if sum(trial_gpu_time(t).values()) > 0)
+    out += ["", cost.text()]
+    if launched:
+        out.append(f"mean cost of a launched trial: {cost.total / launched:.0f} {cost.unit}-seconds")
+    if len(boots) > 1:
+        later = boots[1:]
+        out.append(
+            f"first boot (cold compile cache): {boots[0]:.0f} s; later boots: median "
+            f"{statistics.median(later):.0f} s (min {min(later):.0f}, max {max(later):.0f})"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--storage", default=RECORDED, help="the study's storage URL (default: the recorded study)"
     )
-    print(f"mean cost of a launched trial: {total / len(boots):.0f} GPU-seconds")
-    print(
-        f"first boot (cold compile cache): {boots[0]:.0f} s; later boots: median "
-        f"{statistics.median(boots[1:]):.0f} s (min {min(boots[1:]):.0f}, max {max(boots[1:]):.0f})"
-    )
+    p.add_argument("--study", default="h200-qwen3-8b", help="the study's name")
+    args = p.parse_args()
+    print(markdown(load_results(args.study, args.storage)))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "benchmarks/results/h200-qwen3-8b/study.json")
+    main()

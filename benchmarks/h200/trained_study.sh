@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 17 on the H200: the GPU pair trained there, then the staged study on it
-# (studies/trained-h200-speculative.yaml: tune, then ngram, draft_model and eagle3 on the tuned stack,
+# (studies/experiments/trained-h200-speculative.yaml: tune, then ngram, draft_model and eagle3 on the tuned stack,
 # concurrency 1-256), through study.sh (its header has the calls and what to carry), with one more step
 # between install and start:
 #   bash benchmarks/h200/trained_study.sh install | tail -3 && bash benchmarks/h200/trained_study.sh train
@@ -9,9 +9,9 @@
 # (read with nproc there). A study continued in a later session needs the pair trained again: its plan
 # is seeded, and the report's key says whether it is the same build.
 set -uo pipefail
-# SPEC picks the study: the staged one (default), or studies/trained-h200-drafters.yaml, the drafter stage
+# SPEC picks the study: the staged one (default), or studies/experiments/trained-h200-drafters.yaml, the drafter stage
 # alone, paired with the tuned baseline (for a session of its own: train, then 4 trials)
-export SPEC=${SPEC:-studies/trained-h200-speculative.yaml} W=/tmp/nova-trained
+export SPEC=${SPEC:-studies/experiments/trained-h200-speculative.yaml} W=/tmp/nova-trained
 export CARRIED=${CARRIED:-.h200/$(basename "$SPEC" .yaml).db}
 export EXTRA=.gpu/trained/report.json
 OUT=${OUT:-/tmp/nova-out}

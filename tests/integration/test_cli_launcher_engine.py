@@ -19,10 +19,10 @@ import optuna
 import pytest
 import yaml
 
+from benchmarks.harness.specs import tiny_spec
+from benchmarks.harness.workers import vllm_processes
 from nova_search import schema
 from tests.support import REPO
-from tests.support.specs import tiny_spec
-from tests.support.workers import vllm_processes
 
 pytestmark = pytest.mark.engine
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import optuna
 import pytest
 
+from benchmarks.harness.pg import fresh_database
+from benchmarks.harness.specs import minimal_spec_dict
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support import REPO
 from tests.support.cli import nova
-from tests.support.pg import fresh_database
-from tests.support.specs import minimal_spec_dict
 
 pytestmark = pytest.mark.postgres
 

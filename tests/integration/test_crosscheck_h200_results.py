@@ -18,7 +18,7 @@ pytestmark = pytest.mark.recorded
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results" / "crosscheck-h200"
-SCRIPT = REPO / "benchmarks" / "h200" / "crosscheck_h200.py"
+MODULE = "benchmarks.h200.crosscheck_h200"  # run as a module from the repository root
 FIGURES = {"output_throughput", "ttft_p50_ms", "tpot_p50_ms"}
 
 
@@ -37,9 +37,9 @@ def test_the_summary_has_the_issues_shapes_and_format() -> None:
 
 def test_the_summary_is_rebuilt_exactly_from_the_committed_runs(tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, str(SCRIPT), "--url", "-", "--model", "-", "--tokenizer", "-",
+        [sys.executable, "-m", MODULE, "--url", "-", "--model", "-", "--tokenizer", "-",
          "--rebuild", str(RESULTS / "runs.jsonl"), "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, cwd=REPO,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(
@@ -54,9 +54,9 @@ def test_a_run_without_its_partner_is_refused(tmp_path: Path) -> None:
     broken = tmp_path / "runs.jsonl"
     broken.write_text("\n".join([rows[0], rows[2]]) + "\n")  # pair 0's peer, then pair 0 of another shape
     r = subprocess.run(
-        [sys.executable, str(SCRIPT), "--url", "-", "--model", "-", "--tokenizer", "-",
+        [sys.executable, "-m", MODULE, "--url", "-", "--model", "-", "--tokenizer", "-",
          "--rebuild", str(broken), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, cwd=REPO,
     )  # fmt: skip
     assert r.returncode != 0
     assert "not the second run" in r.stderr

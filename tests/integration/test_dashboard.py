@@ -1,5 +1,5 @@
 """optuna-dashboard as an engineer uses it: a study run by `nova-search worker` (the fast stand-in
-engine, tests/support/fake_engine.py, launched exactly as vLLM is), then `nova-search dashboard` as a
+engine, benchmarks/harness/fake_engine.py, launched exactly as vLLM is), then `nova-search dashboard` as a
 subprocess, read through its HTTP API and rendered by headless Chromium.
 
 The real-engine counterpart (a real trial gets its note and artifacts) is in test_study_engine.py.
@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.harness.specs import minimal_spec_dict
 from nova_search import schema
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support.cli import nova
 from tests.support.dashboard import serve_dashboard, study_detail
-from tests.support.specs import minimal_spec_dict
 
 METRICS = ["output_throughput@best", "ttft_p99_ms@4"]
 LEVELS, REQUESTS = (1, 4), 6
@@ -106,7 +106,8 @@ def test_every_finished_trial_has_its_note(detail):
     rows = [ln for ln in ngram.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert [r.split(" | ")[0] for r in rows] == [f"| {c}" for c in LEVELS]
     assert f"0/{REQUESTS}" in rows[0]
-    assert "```bash\n" in ngram and "tests.support.fake_engine" in ngram and "--speculative-config" in ngram
+    assert "```bash\n" in ngram and "benchmarks.harness.fake_engine" in ngram
+    assert "--speculative-config" in ngram
     assert "### Why it ended PRUNED" in fail and "**unsupported**" in fail
     assert "fake engine refuses --no-enable-prefix-caching" in fail  # the end of its server log
     assert "### Why it ended PRUNED" in pruned and "**incompatible**" in pruned

@@ -21,6 +21,8 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Integer, create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
+from benchmarks.harness.pg import SHARED as PG_URL
+from benchmarks.harness.pg import fresh_database
 from nova_search import schema
 from nova_search.db import (
     BEST_AT_CONCURRENCY_SQL,
@@ -38,8 +40,6 @@ from nova_search.errors import StorageError
 from nova_search.measure.metrics import METRIC_NAMES, LevelResult
 from tests.support import REPO, builders
 from tests.support.net import TcpProxy
-from tests.support.pg import SHARED as PG_URL
-from tests.support.pg import fresh_database
 
 NOVA_TABLES = {"nova_level_result", VERSION_TABLE}
 HEAD = "0003"

@@ -1,5 +1,5 @@
 """Many workers, one study, on a real PostgreSQL. The engine is the fast stand-in
-(tests/support/fake_engine.py), launched by nova-search exactly as it launches vLLM."""
+(benchmarks/harness/fake_engine.py), launched by nova-search exactly as it launches vLLM."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from benchmarks.harness.pg import fresh_database, own_server
+from benchmarks.harness.specs import fake_spec
+from benchmarks.harness.workers import fake_engines, wait_until, worker
 from nova_search import schema
 from nova_search.db import LevelStore, count_toward_budget
 from nova_search.search import lifecycle as nova_study
 from tests.support import REPO
-from tests.support.pg import fresh_database, own_server
-from tests.support.specs import fake_spec
-from tests.support.workers import fake_engines, wait_until, worker
 
 pytestmark = pytest.mark.postgres
 

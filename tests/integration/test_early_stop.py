@@ -9,10 +9,10 @@ import optuna
 import pytest
 import yaml
 
+from benchmarks.harness.specs import minimal_spec_dict, tiny_spec
+from benchmarks.harness.workers import vllm_processes
 from nova_search import schema
 from tests.support.cli import nova, nova_ok
-from tests.support.specs import minimal_spec_dict, tiny_spec
-from tests.support.workers import vllm_processes
 
 PRUNED, COMPLETE = optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.COMPLETE
 

@@ -21,17 +21,17 @@ from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from benchmarks.harness.faults import Storm, finished, outcome
+from benchmarks.harness.pg import fresh_database
+from benchmarks.harness.specs import FAKE_ENGINE, fake_spec, fake_spec_dict
+from benchmarks.harness.workers import fake_engines, wait_until, worker
 from nova_search import schema
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support import REPO
 from tests.support.cli import nova
 from tests.support.dashboard import serve_dashboard, study_detail
-from tests.support.faults import Storm, finished, outcome
 from tests.support.net import TcpProxy
-from tests.support.pg import fresh_database
-from tests.support.specs import FAKE_ENGINE, fake_spec, fake_spec_dict
-from tests.support.workers import fake_engines, wait_until, worker
 
 pytestmark = pytest.mark.postgres
 

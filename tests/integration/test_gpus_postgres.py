@@ -14,15 +14,15 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from benchmarks.harness.fake_engine import EngineLife, engine_records
+from benchmarks.harness.pg import fresh_database
+from benchmarks.harness.specs import fake_spec_dict
+from benchmarks.harness.workers import alive, children, fake_engines, node, wait_until, worker
 from nova_search import schema
 from nova_search.db import count_toward_budget
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support.cli import nova
-from tests.support.fake_engine import EngineLife, engine_records
-from tests.support.pg import fresh_database
-from tests.support.specs import fake_spec_dict
-from tests.support.workers import alive, children, fake_engines, node, wait_until, worker
 
 pytestmark = pytest.mark.postgres
 

@@ -11,10 +11,10 @@ import subprocess
 import optuna
 import pytest
 
+from benchmarks.harness.specs import minimal_spec_dict
 from nova_search.engine.command import build_launch
 from nova_search.spec import parse_spec
 from nova_search.trial.run import choose_config
-from tests.support.specs import minimal_spec_dict
 
 pytestmark = pytest.mark.engine
 

@@ -1,4 +1,4 @@
-"""The H200 drafters (benchmarks/h200/make_drafters.py) and their study (studies/h200-qwen3-8b-drafters.yaml):
+"""The H200 drafters (benchmarks/h200/make_drafters.py) and their study (studies/experiments/h200-qwen3-8b-drafters.yaml):
 on a Qwen3-8B-shaped target built here (the committed benchmarks/h200/qwen3-8b-config.json), the script
 writes the config fields vLLM 0.26.0 reads for each method, consistent with the target, and the study
 points at the folders it writes, with one trial per drafter on a fixed tuned stack."""
@@ -15,21 +15,22 @@ from typing import Any
 import optuna
 import pytest
 
+from benchmarks.h200 import make_drafters
 from nova_search.engine.command import config_args
 from nova_search.engine.probe import parse_metrics
 from nova_search.search.configs import sample, tuned_config
 from nova_search.search.rules import Facts, incompatibilities
 from nova_search.spec import load_spec
-from tests.support import REPO, script
+from tests.support import REPO
 
 SCRIPT = REPO / "benchmarks" / "h200" / "make_drafters.py"
 TARGET_CONFIG = REPO / "benchmarks" / "h200" / "qwen3-8b-config.json"
-STUDY = REPO / "studies" / "h200-qwen3-8b-drafters.yaml"
+STUDY = REPO / "studies" / "experiments" / "h200-qwen3-8b-drafters.yaml"
 TOKENIZER = {"tokenizer.json": '{"model": {}}', "tokenizer_config.json": "{}", "chat_template.jinja": "x"}
 
 
 def _script() -> ModuleType:
-    return script(str(SCRIPT.relative_to(REPO)))
+    return make_drafters
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ CONFIRM = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm"
 def _study_sh(step: str, work: Path, carried: Path, out: Path) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
-        "SPEC": "studies/h200-qwen3-8b-confirm.yaml",
+        "SPEC": "studies/experiments/h200-qwen3-8b-confirm.yaml",
         "W": str(work),
         "CARRIED": str(carried),
         "OUT": str(out),

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.harness.specs import tiny_spec
 from tests.support import REPO
-from tests.support.specs import tiny_spec
 
 
 def run(argv: list[str], cwd: Path, timeout: float = 900, **env: str) -> subprocess.CompletedProcess[str]:

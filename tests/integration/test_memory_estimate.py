@@ -17,7 +17,7 @@ pytestmark = pytest.mark.recorded
 def test_the_benchmark_never_prunes_a_configuration_that_booted() -> None:
     """benchmarks/memory_estimate.py on the committed H200 logs: 9 boots, none pruned, the bound above
     vLLM's KV memory every time."""
-    argv = [sys.executable, "benchmarks/memory_estimate.py"]
+    argv = [sys.executable, "-m", "benchmarks.memory_estimate"]
     r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "9 boots" in r.stdout and "would prune: 0" in r.stdout

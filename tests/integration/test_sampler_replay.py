@@ -17,9 +17,6 @@ from tests.support import REPO
 
 pytestmark = pytest.mark.engine
 
-SCRIPT = REPO / "benchmarks" / "sampler_replay.py"
-
-
 def test_measure_boots_the_grid_with_novas_launcher_and_replay_summarises_it(
     engine_python, tiny_model, tmp_path
 ):
@@ -35,8 +32,9 @@ def test_measure_boots_the_grid_with_novas_launcher_and_replay_summarises_it(
     spec_path = tmp_path / "grid.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
     table = tmp_path / "table.jsonl"
-    env = {**os.environ, "NOVA_ENGINE_PYTHON": engine_python}
-    base = [sys.executable, str(SCRIPT), "--spec", str(spec_path), "--table", str(table)]
+    env = {**os.environ, "NOVA_ENGINE_PYTHON": engine_python, "PYTHONPATH": str(REPO)}
+    replay = [sys.executable, "-m", "benchmarks.sampler_replay"]
+    base = [*replay, "--spec", str(spec_path), "--table", str(table)]
 
     measured = subprocess.run(
         [*base, "measure", "--passes", "1"], env=env, capture_output=True, text=True, timeout=600

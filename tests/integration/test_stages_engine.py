@@ -14,9 +14,9 @@ from pathlib import Path
 import optuna
 import pytest
 
+from benchmarks.harness.workers import vllm_processes
 from nova_search import schema
 from tests.support import REPO
-from tests.support.workers import vllm_processes
 
 pytestmark = pytest.mark.engine
 

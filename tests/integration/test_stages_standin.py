@@ -9,6 +9,7 @@ import json
 import optuna
 import yaml
 
+from benchmarks.harness.specs import minimal_spec_dict
 from nova_search import schema
 from nova_search.db import open_storage
 from nova_search.results.load import load_results
@@ -16,7 +17,6 @@ from nova_search.results.select import tuned_baseline
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import load_spec
 from tests.support.cli import nova
-from tests.support.specs import minimal_spec_dict
 
 
 def staged_spec_file(tmp_path, **changes) -> str:

@@ -11,12 +11,12 @@ import time
 import optuna
 import pytest
 
+from benchmarks.harness.specs import tiny_spec
+from benchmarks.harness.workers import vllm_processes
 from nova_search import schema
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support import REPO
-from tests.support.specs import tiny_spec
-from tests.support.workers import vllm_processes
 
 pytestmark = pytest.mark.engine
 

@@ -10,11 +10,12 @@ import tarfile
 
 import pytest
 
+from benchmarks.h200 import confirm_summary
 from nova_search.measure.objectives import Objective
 from nova_search.results.cost import gpu_time
 from nova_search.results.load import load_results
 from nova_search.trial.confirm import head_to_head
-from tests.support import REPO, script
+from tests.support import REPO
 
 pytestmark = pytest.mark.recorded
 
@@ -23,7 +24,7 @@ URL = f"sqlite:///{RESULTS / 'study.db'}"
 
 
 def _summarizer():
-    return script("benchmarks/h200/confirm_summary.py")
+    return confirm_summary
 
 
 #: the first trial of each session's machine: its slot had no leader yet (a new machine starts bare)
@@ -58,8 +59,7 @@ def test_the_summary_is_what_the_committed_storage_says() -> None:
     assert summary["windows_share"] == pytest.approx(split["windows"] / sum(split.values()))
     # the README's 46 %: under the 50 % goal
     assert summary["windows_share"] == pytest.approx(0.46, abs=0.005)
-    dumped = json.loads((RESULTS / "study.json").read_text())
-    assert _summarizer().summarize(dumped) == summary
+    assert _summarizer().summarize(results) == summary
     verdicts = {
         r["number"]: {c: x["verdict"] for c, x in r["against_leader"].items()} for r in summary["trials"]
     }
@@ -202,7 +202,7 @@ def test_the_second_studys_summary_is_its_storage_and_its_readme_quotes_it() -> 
     summary = json.loads((SECOND / "summary.json").read_text())
     split = gpu_time(results).seconds()
     assert summary["gpu_time_s"] == pytest.approx(split)
-    assert _summarizer().summarize(json.loads((SECOND / "study.json").read_text())) == summary
+    assert _summarizer().summarize(results) == summary
     share = summary["windows_share"]
     assert share == pytest.approx(0.565, abs=0.001) and share >= 0.5 and summary["trials_done"] == 12
     readme = (SECOND / "README.md").read_text()

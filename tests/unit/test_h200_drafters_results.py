@@ -9,8 +9,9 @@ import json
 
 import pytest
 
+from benchmarks.h200 import trained_summary
 from nova_search.api import load_results, verdict_of
-from tests.support import REPO, script
+from tests.support import REPO
 from tests.support.trained import assert_readme_quotes_summary
 
 pytestmark = pytest.mark.recorded
@@ -21,7 +22,7 @@ SUMMARY = json.loads((RESULTS / "summary.json").read_text())
 
 
 def test_the_summary_is_the_committed_study() -> None:
-    assert script("benchmarks/h200/trained_summary.py").summarize(RESULTS, STUDY) == SUMMARY
+    assert trained_summary.summarize(RESULTS, STUDY) == SUMMARY
     assert SUMMARY["trials"] == {"COMPLETE": 5, "PRUNED": 0, "FAIL": 0}
     assert SUMMARY["gpu_time_s"]["failed_boot"] == 0
 

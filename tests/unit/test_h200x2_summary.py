@@ -3,13 +3,9 @@ GPUs each trial's server held, two trials on one GPU at once caught, the killed 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "benchmarks" / "h200x2"))
-
-from summarize import summarize  # noqa: E402
+from benchmarks.h200x2.summarize import summarize
 
 
 def trial(

@@ -10,6 +10,7 @@ from typing import Any
 import optuna
 import pytest
 
+from benchmarks.harness.specs import fake_spec_dict
 from nova_search import schema
 from nova_search.engine.command import build_launch
 from nova_search.engine.config import EngineConfig
@@ -22,7 +23,6 @@ from nova_search.search.sampler import FittingSampler, make_sampler
 from nova_search.spec import StudySpec, parse_spec
 from nova_search.worker.placement import NoSlot, place, queued_gpus, sampled_tp, server_gpus, tp_values
 from tests.support import REPO
-from tests.support.specs import fake_spec_dict
 
 QWEN3_8B = json.loads((REPO / "benchmarks" / "h200" / "qwen3-8b-config.json").read_text())
 H200 = 143771 * 1024 * 1024

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.harness.specs import minimal_spec_dict
 from nova_search.engine.command import build_launch, engine_environment, unresolved_references
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import EngineError, SpecError
 from nova_search.spec import EngineSpec, ModelSpec, check_study_name, parse_spec, redacted_spec
-from tests.support.specs import minimal_spec_dict
 
 WORKER_ENV = {
     "PATH": "/usr/bin",

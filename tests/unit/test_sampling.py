@@ -9,11 +9,11 @@ import json
 import optuna
 import pytest
 
+from benchmarks.harness.specs import minimal_spec_dict
 from nova_search.errors import SpecError
 from nova_search.search.configs import sample
 from nova_search.search.sampler import NovaSampler, make_sampler, repeats
 from nova_search.spec import parse_spec
-from tests.support.specs import minimal_spec_dict
 
 
 def _spec(sampler: str = "tpe", seed: int = 0):
@@ -140,12 +140,7 @@ def test_the_committed_replay_meets_the_goal_and_its_first_seeds_replay_the_same
     """benchmarks/results/sampler-replay-cpu: nova's TPE needs at most half of random search's trials
     to reach a configuration within 5 % of the best, on the measured table; replaying the first seeds
     from the committed table gives the committed counts (the samplers are seeded)."""
-    import sys
-
-    from tests.support import REPO
-
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import sampler_replay as replay
+    from benchmarks import sampler_replay as replay
 
     summary = json.loads((replay.RESULTS / "summary.json").read_text())
     assert summary["seeds"] >= 20 and summary["table"]["passes"] >= 2

@@ -1,5 +1,5 @@
 """The committed trained-pair study (benchmarks/results/trained-cpu, two runs of
-studies/trained-cpu-speculative.yaml): its summary is what the summary script computes from the
+studies/experiments/trained-cpu-speculative.yaml): its summary is what the summary script computes from the
 committed policies and dumps, the two runs agree, every drafter kept the tuned output, and the draft
 model's acceptance, as vLLM counted it, is real."""
 
@@ -9,8 +9,9 @@ import json
 
 import pytest
 
+from benchmarks import trained_cpu_summary
 from nova_search.api import load_results, verdict_of
-from tests.support import REPO, script
+from tests.support import REPO
 
 pytestmark = pytest.mark.recorded
 
@@ -18,7 +19,7 @@ RESULTS = REPO / "benchmarks" / "results" / "trained-cpu"
 
 
 def _script():
-    return script("benchmarks/trained_cpu_summary.py")
+    return trained_cpu_summary
 
 
 SUMMARY = json.loads((RESULTS / "summary.json").read_text())

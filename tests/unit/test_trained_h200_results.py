@@ -10,8 +10,9 @@ import json
 
 import pytest
 
+from benchmarks.h200 import trained_summary
 from nova_search.api import load_results, verdict_of
-from tests.support import REPO, script
+from tests.support import REPO
 from tests.support.trained import assert_readme_quotes_summary
 
 pytestmark = pytest.mark.recorded
@@ -22,7 +23,7 @@ SUMMARY = json.loads((RESULTS / "summary.json").read_text())
 
 
 def test_the_summary_is_the_committed_study() -> None:
-    assert script("benchmarks/h200/trained_summary.py").summarize(RESULTS) == SUMMARY
+    assert trained_summary.summarize(RESULTS) == SUMMARY
     assert SUMMARY["trials"] == {"COMPLETE": 5, "PRUNED": 0, "FAIL": 0}
 
 
@@ -72,7 +73,7 @@ DRAFTERS_SUMMARY = json.loads((DRAFTERS / "summary.json").read_text())
 
 def test_the_drafters_summary_is_the_committed_study() -> None:
     assert (
-        script("benchmarks/h200/trained_summary.py").summarize(DRAFTERS, DRAFTERS_STUDY) == DRAFTERS_SUMMARY
+        trained_summary.summarize(DRAFTERS, DRAFTERS_STUDY) == DRAFTERS_SUMMARY
     )
     assert DRAFTERS_SUMMARY["trials"] == {"COMPLETE": 4, "PRUNED": 0, "FAIL": 0}
 

@@ -122,7 +122,7 @@ def _cpu_busy_s(cpus: set[int]) -> float:
     return busy / tck
 
 
-def _group_cpu_s(pgid: int) -> float:
+def group_cpu_s(pgid: int) -> float:
     """CPU seconds (user + system) of the live processes of one process group."""
     tck = os.sysconf("SC_CLK_TCK")
     total = 0
@@ -175,7 +175,7 @@ class CoreWatch:
         return (
             time.monotonic(),
             _cpu_busy_s(self.cpus),
-            _group_cpu_s(self.pgid),
+            group_cpu_s(self.pgid),
             _cpu_busy_s(self.client_cpus),
         )
 
@@ -382,7 +382,7 @@ def nova_argv(
 
 
 class PeerClient:
-    """A running ``vllm bench serve`` worker (tests/support/vllm_bench_worker.py), pinned."""
+    """A running ``vllm bench serve`` worker (benchmarks/harness/vllm_bench_worker.py), pinned."""
 
     def __init__(self, proc: subprocess.Popen[str], log: Path) -> None:
         self._proc = proc

@@ -9,11 +9,11 @@ from typing import Any
 
 import yaml
 
+from benchmarks.harness import REPO
 from nova_search.spec import StudySpec, parse_spec
-from tests.support import REPO
 
-#: the module a stand-in spec launches as its "engine" (tests/support/fake_engine.py)
-FAKE_ENGINE = "tests.support.fake_engine"
+#: the module a stand-in spec launches as its "engine" (benchmarks/harness/fake_engine.py)
+FAKE_ENGINE = "benchmarks.harness.fake_engine"
 #: the stand-in's knobs, taken from each worker's environment (a server inherits nothing else of it)
 FAKE_ENGINE_ENV = {
     name: f"${{{name}:-{default}}}"

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support import REPO
-from tests.support.specs import FAKE_ENGINE
+from benchmarks.harness import REPO
+from benchmarks.harness.specs import FAKE_ENGINE
 
 
 def worker(url: str, tmp_path: Path, name: str = "dist", *args: str, **env: str) -> subprocess.Popen[str]:

@@ -23,7 +23,7 @@ In a test::
         ...
         srv.stats().max_in_flight
 
-From a shell: ``python -m tests.support.standin --port 8000 --tokens-per-chunk 3``.
+From a shell: ``python -m benchmarks.harness.standin --port 8000 --tokens-per-chunk 3``.
 """
 
 from __future__ import annotations
@@ -683,7 +683,7 @@ def standin_server(**options: object) -> Iterator[StandinServer]:
         server.stop()
 
 
-async def _serve(options: StandinOptions, host: str, port: int, reuse_port: bool) -> None:
+async def serve(options: StandinOptions, host: str, port: int, reuse_port: bool) -> None:
     app = StandinApp(options)
     bound = await app.start(host, port, reuse_port=reuse_port)
     print(f"standin listening on http://{host}:{bound}", flush=True)
@@ -697,7 +697,9 @@ async def _serve(options: StandinOptions, host: str, port: int, reuse_port: bool
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m tests.support.standin", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.harness.standin", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0: any free port (printed)")
     p.add_argument("--reuse-port", action="store_true", help="SO_REUSEPORT, to run several processes")
@@ -713,7 +715,7 @@ def main(argv: list[str] | None = None) -> None:
             p.add_argument(flag, type=type(default), default=default)
     args = p.parse_args(argv)
     options = StandinOptions(**{f.name: getattr(args, f.name) for f in fields(StandinOptions)})
-    asyncio.run(_serve(options, args.host, args.port, args.reuse_port))
+    asyncio.run(serve(options, args.host, args.port, args.reuse_port))
 
 
 if __name__ == "__main__":

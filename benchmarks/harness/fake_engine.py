@@ -1,5 +1,5 @@
 """A fast stand-in *engine* for coordination tests: launched by nova-search exactly as vLLM is
-(``engine.command: [python, -m, tests.support.fake_engine]``), it takes vLLM's argv (the model, then
+(``engine.command: [python, -m, benchmarks.harness.fake_engine]``), it takes vLLM's argv (the model, then
 flags), answers on --host/--port with the API key from its --config file (as vLLM reads it), and
 serves the stand-in's OpenAI streaming API. Unknown vLLM flags are accepted and ignored.
 
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.standin import StandinOptions, _serve
+from benchmarks.harness.standin import StandinOptions, serve
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         ttft_s=0.005 * factor,
         itl_s=float(os.environ.get("FAKE_ENGINE_ITL_S") or "0.002") * factor,
     )
-    asyncio.run(_serve(options, args.host, args.port, False))  # until SIGTERM or SIGINT
+    asyncio.run(serve(options, args.host, args.port, False))  # until SIGTERM or SIGINT
     if record:
         _record(record, "stop", args.port, args.tensor_parallel_size)
 
