@@ -2,7 +2,7 @@
 short after n-gram) and benchmarks/results/trained-h200-drafters (every drafter on the tuned stack).
 Each summary is what the summary script computes from the committed storage, policy and dump; the
 verdict read from the storage gives n-gram two verified ranges, not one span across its losses, and
-names the drift between two measurements of one configuration; the READMEs quote the summaries."""
+names the drift between two measurements of one configuration; the figures quoted are the kept data's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from benchmarks.h200 import trained_summary
 from nova_search.api import load_results, verdict_of
 from tests.support import REPO
-from tests.support.trained import assert_readme_quotes_summary
+from tests.support.trained import quoted_figures
 
 pytestmark = pytest.mark.recorded
 
@@ -52,16 +52,36 @@ def test_ngram_is_judged_on_two_verified_ranges_and_kept_the_tuned_output() -> N
     assert [c for c, verdict in drift.items() if verdict != "not_verified"] == ["4", "16", "64"]
 
 
-def test_the_readme_quotes_the_summary() -> None:
-    readme = (RESULTS / "README.md").read_text()
-    for g in SUMMARY["drafters"]["ngram"]["per_level"]:
-        assert f"{g['diff_pct']:+.1f} % [{g['ci_low']:+.1f}, {g['ci_high']:+.1f}]" in readme
-    for c, r in SUMMARY["same_config_twice"].items():
-        assert f"{r['diff_pct']:+.1f} % [{r['ci'][0]:+.1f}, {r['ci'][1]:+.1f}]" in readme, c
-    for c, a in SUMMARY["acceptance"]["speculative#1"]["per_level"].items():
-        assert f"{a['acceptance_rate']:.2f} ({a['mean_acceptance_length']:.2f})" in readme, c
-    gpu = SUMMARY["gpu_time_s"]
-    assert f"{sum(gpu.values()):.0f} s, of which windows {gpu['windows']:.0f} s" in readme
+def test_the_quoted_figures_are_the_kept_datas() -> None:
+    """The figures the study's write-up quotes, recomputed from the kept data: n-gram's gain per level,
+    the drift between two measurements of one configuration, n-gram's acceptance and the GPU time."""
+    summary = trained_summary.summarize(RESULTS)
+    assert [
+        f"{g['diff_pct']:+.1f} % [{g['ci_low']:+.1f}, {g['ci_high']:+.1f}]"
+        for g in summary["drafters"]["ngram"]["per_level"]
+    ] == [
+        "+37.9 % [+14.5, +77.1]",
+        "+3.5 % [-8.2, +26.4]",
+        "-28.7 % [-31.1, -10.6]",
+        "-20.3 % [-37.7, -6.1]",
+        "+53.6 % [+43.3, +87.6]",
+    ]
+    assert {
+        c: f"{r['diff_pct']:+.1f} % [{r['ci'][0]:+.1f}, {r['ci'][1]:+.1f}]"
+        for c, r in summary["same_config_twice"].items()
+    } == {
+        "1": "+16.1 % [-1.8, +39.4]",
+        "4": "+11.4 % [+7.0, +18.7]",
+        "16": "+32.1 % [+12.3, +38.7]",
+        "64": "+33.2 % [+11.5, +37.0]",
+        "256": "-13.0 % [-20.6, +3.1]",
+    }
+    figures = quoted_figures(summary)
+    assert (
+        figures["acceptance"]["ngram"]
+        == "0.54 (3.15) / 0.52 (3.08) / 0.52 (3.06) / 0.53 (3.10) / 0.53 (3.10)"
+    )
+    assert figures["gpu_time"] == "930 s, of which windows 406 s"
 
 
 # The drafter stage alone on the GPU pair (benchmarks/results/trained-h200-drafters): every drafter,
@@ -105,5 +125,30 @@ def test_every_drafter_is_judged_with_real_acceptance_and_the_tuned_output() -> 
     assert {e["exact"] for e in DRAFTERS_SUMMARY["equivalence"].values()} == {"8/8"}
 
 
-def test_the_drafters_readme_quotes_the_summary() -> None:
-    assert_readme_quotes_summary((DRAFTERS / "README.md").read_text(), DRAFTERS_SUMMARY)
+def test_the_drafters_quoted_figures_are_the_kept_datas() -> None:
+    """The figures the drafter study's write-up quotes, recomputed from the kept data."""
+    assert quoted_figures(trained_summary.summarize(DRAFTERS, DRAFTERS_STUDY)) == {
+        "gains": [
+            "-19.9 % [-39.6, -12.7]",
+            "+3.7 % [-29.3, +18.4]",
+            "-19.8 % [-42.5, +0.8]",
+            "+13.6 % [-28.5, +22.1]",
+            "+86.5 % [+60.9, +143.2]",
+            "+54.2 % [+15.0, +99.7]",
+            "+73.5 % [+31.0, +98.8]",
+            "+3.1 % [-10.1, +54.4]",
+            "+22.4 % [-13.3, +45.3]",
+            "+75.5 % [+23.4, +130.1]",
+            "+41.0 % [+19.1, +71.9]",
+            "+3.1 % [-9.1, +24.0]",
+            "+2.6 % [-12.4, +25.6]",
+            "+5.8 % [-19.3, +31.3]",
+            "+95.6 % [+82.9, +111.4]",
+        ],
+        "acceptance": {
+            "draft_model": "0.55 (3.19) / 0.51 (3.06) / 0.56 (3.22) / 0.56 (3.22) / 0.55 (3.21)",
+            "eagle3": "0.57 (3.29) / 0.56 (3.25) / 0.56 (3.23) / 0.56 (3.24) / 0.56 (3.24)",
+            "ngram": "0.52 (3.07) / 0.50 (2.99) / 0.49 (2.95) / 0.50 (2.98) / 0.50 (2.98)",
+        },
+        "gpu_time": "1086 s, of which windows 593 s",
+    }
