@@ -1,5 +1,6 @@
 """Seconds the RUNNING trial on a GPU has run (nothing printed when none runs there), for run.sh's
-mid-trial SIGKILL. Usage: python3 running_age.py STUDY GPU (storage from NOVA_STORAGE)."""
+mid-trial SIGKILL. Usage: python3 -m benchmarks.h200x2.running_age STUDY GPU (storage from
+NOVA_STORAGE)."""
 
 from __future__ import annotations
 
