@@ -1,7 +1,8 @@
-"""The command line. Thin: each command parses options, calls one function, and ``_common.guard`` is
-the only place that turns a ``NovaError`` into a message and an exit code (2: bad input, 1: anything
-else). ``work`` holds the commands that run a study, ``read`` those that read one, ``models`` those that
-make the local models."""
+"""The command line. Thin: each command parses options, calls one function and raises what goes wrong;
+the app's group (``_common.NovaGroup``) is the only place that turns a ``NovaError`` into a message and
+an exit code (2: bad input, 1: anything else), and it lists the commands in the order of the workflow.
+``work`` holds the commands that run a study, ``read`` those that read one, ``make`` those that make the
+local models. ``main`` adds what the group cannot see: an interrupt exits 130."""
 
 from __future__ import annotations
 

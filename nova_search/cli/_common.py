@@ -1,28 +1,78 @@
-"""What every command shares: the typer app, the consoles, the common options, and the one place
-that turns a ``NovaError`` into a message and an exit code (2: bad input, 1: anything else)."""
+"""What every command shares: the typer app, the consoles, the common options, and the app's command
+group, ``NovaGroup``: the one place that turns a ``NovaError`` raised anywhere in a command into a
+message and an exit code (2: bad input, 1: anything else), and the order ``--help`` lists the
+commands in. Commands raise; they never print an error and exit themselves."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from nova_search.errors import NovaError, SpecError
 from nova_search.spec import StudySpec
 
+console = Console(log_path=False)
+err_console = Console(stderr=True)
+
+#: ``--help`` lists the commands as a user meets them: set a study up, run it, watch it, read its
+#: results, deploy the answer, then the tools (a server measured by hand, the schema, local models)
+COMMAND_ORDER = (
+    "validate",
+    "create",
+    "run",
+    "worker",
+    "node",
+    "status",
+    "dashboard",
+    "notes",
+    "best",
+    "policy",
+    "report",
+    "dump",
+    "export",
+    "bench",
+    "db",
+    "tiny-model",
+    "trained-model",
+)
+
+
+def fail(e: NovaError) -> NoReturn:
+    # the message is text, not markup: "[vllm, serve]" would vanish and "[/x]" raise MarkupError
+    err_console.print(f"[red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
+    raise typer.Exit(2 if isinstance(e, SpecError) else 1)
+
+
+class NovaGroup(TyperGroup):
+    """The app's group. Every command (``db``'s too) runs inside ``invoke``, so a ``NovaError`` from any
+    of them, or from parsing their options, ends as one plain message on stderr and its exit code, never
+    a traceback. A command that is not in ``COMMAND_ORDER`` is still listed, last."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except NovaError as e:
+            fail(e)
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
+        names = super().list_commands(ctx)  # registration order, which follows the modules' imports
+        return sorted(names, key=lambda name: rank.get(name, len(rank)))
+
+
 app = typer.Typer(
+    cls=NovaGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",  # docstrings are wrapped prose: a single newline is not a line break
     help="nova-search: find the best vLLM serving configuration with Optuna.",
 )
-console = Console(log_path=False)
-err_console = Console(stderr=True)
 
 StorageOpt = Annotated[
     str | None,
@@ -42,19 +92,6 @@ StudyNameOpt = Annotated[
     str | None, typer.Option("--study-name", help="Study name. Default: the spec's name.")
 ]
 StudyArg = Annotated[str, typer.Argument(metavar="STUDY", help="The study name (staged: its own name).")]
-
-
-def fail(e: NovaError) -> NoReturn:
-    # the message is text, not markup: "[vllm, serve]" would vanish and "[/x]" raise MarkupError
-    err_console.print(f"[red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
-    raise typer.Exit(2 if isinstance(e, SpecError) else 1)
-
-
-def guard(fn: Callable[[], Any]) -> Any:
-    try:
-        return fn()
-    except NovaError as e:
-        fail(e)
 
 
 def storage_url(flag: str | None, spec: StudySpec | None) -> str:

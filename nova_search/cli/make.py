@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from nova_search.cli._common import app, console, fail, guard
+from nova_search.cli._common import app, console
 from nova_search.errors import SpecError
 
 
@@ -52,13 +52,13 @@ def trained_model(
     from nova_search.models.trained.build import TrainPlan, build_trained_pair, gpu_plan, summary_lines
 
     if not engine_python:
-        fail(SpecError("--engine-python: give an interpreter with vLLM and torch, or set NOVA_ENGINE_PYTHON"))
+        raise SpecError("--engine-python: give an interpreter with vLLM and torch, or set NOVA_ENGINE_PYTHON")
     if size not in ("cpu", "gpu"):
-        fail(SpecError(f"--size: {size!r} is not a size; use cpu or gpu"))
+        raise SpecError(f"--size: {size!r} is not a size; use cpu or gpu")
     if size == "gpu" and not packages:
-        fail(SpecError("--corpus: the gpu size trains on a site folder's sources; name one (e.g. /tmp/site)"))
+        raise SpecError("--corpus: the gpu size trains on a site folder's sources; name one (e.g. /tmp/site)")
     plan = gpu_plan(seed) if size == "gpu" else TrainPlan(seed=seed)
     corpus_dir = Path(packages) if packages else None
-    report = guard(lambda: build_trained_pair(out_dir, engine_python, plan, corpus_dir))
+    report = build_trained_pair(out_dir, engine_python, plan, corpus_dir)
     for line in summary_lines(report, Path(out_dir)):
         console.print(line)

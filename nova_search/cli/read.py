@@ -17,8 +17,6 @@ from nova_search.cli._common import (
     console,
     emit,
     err_console,
-    fail,
-    guard,
     storage_url,
 )
 from nova_search.errors import NovaError, SpecError
@@ -31,7 +29,7 @@ DUMP_FORMATS = ("json", "csv")
 def _load(study: str, storage: str | None) -> Any:
     from nova_search.results.load import load_results
 
-    return guard(lambda: load_results(study, storage_url(storage, None)))
+    return load_results(study, storage_url(storage, None))
 
 
 def _conditions(where: list[str] | None) -> list[Any]:
@@ -83,9 +81,9 @@ def policy_cmd(
     from nova_search.results.serialize import dumps_json
     from nova_search.results.speculation import verdict_of
 
-    guard(lambda: choice("--format", fmt, POLICY_FORMATS))
+    choice("--format", fmt, POLICY_FORMATS)
     results = _load(study, storage)
-    verdict = guard(lambda: verdict_of(results))
+    verdict = verdict_of(results)
     if fmt != "table":
         text = dumps_json(verdict_json(verdict, study))
         emit(text if fmt == "json" else yaml.safe_dump(json.loads(text), sort_keys=False, width=1000))
@@ -153,16 +151,16 @@ def best_cmd(
     from nova_search.results.select import best_trials, tuned_baseline
     from nova_search.results.serialize import dumps_json, trial_dict
 
-    guard(lambda: choice("--format", fmt, BEST_FORMATS))
-    conditions = guard(lambda: _conditions(where))
+    choice("--format", fmt, BEST_FORMATS)
+    conditions = _conditions(where)
     if objective is not None:
-        guard(lambda: _objective(objective, None))  # a bad name fails before storage is touched
+        _objective(objective, None)  # a bad name fails before storage is touched
     results = _load(study, storage)
-    chosen = guard(lambda: _objective(objective, results)) if objective is not None else None
+    chosen = _objective(objective, results) if objective is not None else None
     found = best_trials(results, objective=chosen, where=conditions)
     if not found:
         extra = f" with {' and '.join(str(c) for c in conditions)}" if conditions else ""
-        fail(NovaError(f"no feasible COMPLETE trial in study {study!r}{extra}"))
+        raise NovaError(f"no feasible COMPLETE trial in study {study!r}{extra}")
     bound = [t for t in found if t.client_bound_levels]
     for t in bound:
         err_console.print(
@@ -199,13 +197,13 @@ def dump_cmd(
     from nova_search.files import write_atomic
     from nova_search.results.serialize import dumps_json, study_dict, to_csv
 
-    guard(lambda: choice("--format", fmt, DUMP_FORMATS))
+    choice("--format", fmt, DUMP_FORMATS)
     results = _load(study, storage)
     text = dumps_json(study_dict(results)) + "\n" if fmt == "json" else to_csv(results)
     if output is None:
         emit(text)
         return
-    guard(lambda: write_atomic(output, text))
+    write_atomic(output, text)
     err_console.print(f"wrote {output}")
 
 
@@ -247,18 +245,18 @@ def export_cmd(
     )
     from nova_search.results.speculation import verdict_of
 
-    guard(lambda: choice("--format", fmt, EXPORT_FORMATS))
+    choice("--format", fmt, EXPORT_FORMATS)
     results = _load(study, storage)
     if trial is None:
-        launch = guard(lambda: launch_of_policy(results, verdict_of(results), concurrency))
+        launch = launch_of_policy(results, verdict_of(results), concurrency)
     else:
         try:
             chosen = results.trial(trial)
         except KeyError as e:
-            fail(SpecError(f"--trial: {e.args[0]}"))
-        launch = guard(lambda: launch_of_trial(chosen))
-    ready = guard(lambda: deployable(launch, model=model, as_measured=as_measured))
-    emit(guard(lambda: render(ready, fmt, name=name, image=image)))
+            raise SpecError(f"--trial: {e.args[0]}") from None
+        launch = launch_of_trial(chosen)
+    ready = deployable(launch, model=model, as_measured=as_measured)
+    emit(render(ready, fmt, name=name, image=image))
 
 
 @app.command("status")
@@ -297,12 +295,12 @@ def report_cmd(
     from nova_search.report.html import write_report
 
     if gpu_hour_usd is not None and not (math.isfinite(gpu_hour_usd) and gpu_hour_usd > 0):
-        fail(SpecError(f"--gpu-hour-usd {gpu_hour_usd!r}: give a price above 0, e.g. 2.5"))
+        raise SpecError(f"--gpu-hour-usd {gpu_hour_usd!r}: give a price above 0, e.g. 2.5")
     data = build_report_data(_load(study, storage), gpu_hour_usd=gpu_hour_usd)
     try:
         path = write_report(data, output)
     except OSError as e:
-        fail(NovaError(f"cannot write {output}: {e.strerror or e}"))
+        raise NovaError(f"cannot write {output}: {e.strerror or e}") from None
     n = len(data.notes)
     summary = f"{len(data.trials)} trials, {n} note{'' if n == 1 else 's'} on what is missing or doubtful"
     console.print(f"report written to {path} ({summary})", highlight=False)
@@ -316,7 +314,7 @@ def notes_cmd(study: StudyArg, storage: StorageOpt = None) -> None:
     from nova_search.report.dashboard import rewrite_notes
 
     url = storage_url(storage, None)
-    n = guard(lambda: rewrite_notes(study, url))
+    n = rewrite_notes(study, url)
     console.print(f"wrote {n} trial notes, the study note and its graphs for {study} in {mask(url)}")
 
 
@@ -341,9 +339,9 @@ def dashboard_cmd(
     from nova_search.report.dashboard import open_dashboard, serve
 
     url = storage_url(storage, None)
-    opened, store, folder = guard(lambda: open_dashboard(url, artifacts_dir))
+    opened, store, folder = open_dashboard(url, artifacts_dir)
     shown = f"artifacts from {folder}" if folder else "no artifacts folder (--artifacts-dir)"
     console.print(f"optuna-dashboard on http://{host}:{port}/ for {mask(url)}, {shown}", highlight=False)
     if host not in ("127.0.0.1", "localhost", "::1"):
         err_console.print(f"warning: the dashboard has no login and listens on {host}; prefer a tunnel")
-    guard(lambda: serve(opened, store, host, port))
+    serve(opened, store, host, port)

@@ -1,5 +1,5 @@
 """Commands that set a study up and run it: run, create, worker, node, db, bench, validate (the models
-they serve are made by ``models``: tiny-model, trained-model).
+they serve are made by ``make``: tiny-model, trained-model).
 
 Precedence, lowest first: defaults < environment (NOVA_STORAGE, NOVA_ENGINE_PYTHON) < spec file <
 flags (--set, --storage, --study-name, --n-trials).
@@ -21,8 +21,6 @@ from nova_search.cli._common import (
     choice,
     console,
     err_console,
-    fail,
-    guard,
     parse_ints,
     storage_url,
 )
@@ -150,12 +148,12 @@ def run(
     overrides = list(set_ or [])
     if n_trials is not None:
         overrides.append(f"budget.n_trials={n_trials}")
-    spec = guard(lambda: load_spec(spec_path, overrides))
-    gpu_ids = guard(lambda: _parse_gpus(gpus))
+    spec = load_spec(spec_path, overrides)
+    gpu_ids = _parse_gpus(gpus)
     url = storage_url(storage, spec)
-    name = guard(lambda: _study_name(study_name, spec))
-    guard(lambda: create(spec, url, name, exist_ok=True))
-    guard(lambda: _work(name, url, spec, None, gpu_ids, artifacts_dir, stop_after))
+    name = _study_name(study_name, spec)
+    create(spec, url, name, exist_ok=True)
+    _work(name, url, spec, None, gpu_ids, artifacts_dir, stop_after)
 
 
 def _study_name(flag: str | None, spec: StudySpec) -> str:
@@ -175,10 +173,10 @@ def create_cmd(
     from nova_search.db import mask
     from nova_search.search.lifecycle import create
 
-    spec = guard(lambda: load_spec(spec_path, list(set_ or [])))
+    spec = load_spec(spec_path, list(set_ or []))
     url = storage_url(storage, spec)
-    name = guard(lambda: _study_name(study_name, spec))
-    created = guard(lambda: create(spec, url, name))
+    name = _study_name(study_name, spec)
+    created = create(spec, url, name)
     if spec.staged:
         console.print(
             f"created study {name} in {mask(url)}: stages {' -> '.join(spec.stages)} "
@@ -202,9 +200,9 @@ def worker(
     from nova_search.search.lifecycle import load
 
     url = storage_url(storage, None)
-    gpu_ids = guard(lambda: _parse_gpus(gpus))
-    _loaded, spec = guard(lambda: load(study, url))
-    guard(lambda: _work(study, url, spec, max_trials, gpu_ids, artifacts_dir, stop_after))
+    gpu_ids = _parse_gpus(gpus)
+    _loaded, spec = load(study, url)
+    _work(study, url, spec, max_trials, gpu_ids, artifacts_dir, stop_after)
 
 
 @app.command()
@@ -241,12 +239,12 @@ def node(
     from nova_search.worker.placement import place
 
     url = storage_url(storage, None)
-    groups = guard(lambda: worker_groups(_parse_gpus(gpus), gpus_per_worker))
-    loaded, spec = guard(lambda: load(study, url))
+    groups = worker_groups(_parse_gpus(gpus), gpus_per_worker)
+    loaded, spec = load(study, url)
     attrs = loaded.user_attrs
     base = schema.BASE.read(attrs)
     for group in groups:  # a group that fits no trial of the study is refused here, before any starts
-        guard(lambda g=group: place(g, spec, schema.stage_of(attrs), base.config if base else None))
+        place(group, spec, schema.stage_of(attrs), base.config if base else None)
     options = [
         *(["--max-trials", str(max_trials)] if max_trials is not None else []),
         *(["--artifacts-dir", artifacts_dir] if artifacts_dir else []),
@@ -273,8 +271,8 @@ def db_upgrade(
     from nova_search.db import current, mask, upgrade
 
     url = storage_url(storage, None)
-    guard(lambda: upgrade(url, revision))
-    console.print(f"{mask(url)}: nova tables at revision {guard(lambda: current(url))}")
+    upgrade(url, revision)
+    console.print(f"{mask(url)}: nova tables at revision {current(url)}")
 
 
 @db_app.command("downgrade")
@@ -286,8 +284,8 @@ def db_downgrade(
     from nova_search.db import current, downgrade, mask
 
     url = storage_url(storage, None)
-    guard(lambda: downgrade(url, revision))
-    console.print(f"{mask(url)}: nova tables at revision {guard(lambda: current(url))}")
+    downgrade(url, revision)
+    console.print(f"{mask(url)}: nova tables at revision {current(url)}")
 
 
 @app.command()
@@ -372,18 +370,18 @@ def bench(
     from nova_search.spec import WorkloadSpec
     from nova_search.trial.bench import BenchPlan, run_bench, vllm_names
 
-    levels = guard(lambda: parse_ints(concurrency, "--concurrency", "1,8,32", required=True))
+    levels = parse_ints(concurrency, "--concurrency", "1,8,32", required=True)
     if (num_requests is None) == (duration is None):
-        fail(SpecError("give exactly one of --num-requests or --duration"))
-    pinned = guard(lambda: _parse_cores(cpus, "--cpus")) or None
-    n_processes = guard(lambda: _parse_processes(processes))
+        raise SpecError("give exactly one of --num-requests or --duration")
+    pinned = _parse_cores(cpus, "--cpus") or None
+    n_processes = _parse_processes(processes)
     per_chunk = {"auto": None, "per-chunk": True, "final": False}[
-        guard(lambda: choice("--usage", usage, ("auto", "per-chunk", "final")))
+        choice("--usage", usage, ("auto", "per-chunk", "final"))
     ]
-    names = guard(lambda: choice("--json-names", json_names, ("nova", "vllm")))
-    fmt = guard(lambda: choice("--prompt-format", prompt_format, ("ids", "text")))
+    names = choice("--json-names", json_names, ("nova", "vllm"))
+    fmt = choice("--prompt-format", prompt_format, ("ids", "text"))
     if fmt == "text" and not tokenizer:
-        fail(SpecError("--prompt-format text: give --tokenizer (a folder with tokenizer.json)"))
+        raise SpecError("--prompt-format text: give --tokenizer (a folder with tokenizer.json)")
     plan = BenchPlan(
         url=url,
         concurrency=levels,
@@ -402,7 +400,7 @@ def bench(
             input_len=input_len, output_len=output_len, seed=seed, prompt_format=fmt, tokenizer=tokenizer
         ),
     )
-    results = guard(lambda: run_bench(plan))
+    results = run_bench(plan)
     if as_json:
         rows = [vllm_names(r) if names == "vllm" else r.as_dict() for r in results]
         print(json.dumps(rows, indent=2))
@@ -449,5 +447,5 @@ def validate(
 
     from nova_search.spec import redacted_spec
 
-    spec = guard(lambda: load_spec(spec_path, list(set_ or [])))
+    spec = load_spec(spec_path, list(set_ or []))
     console.print(yaml.safe_dump(redacted_spec(spec), sort_keys=False), highlight=False)
