@@ -201,7 +201,7 @@ def _measure(
     # a JSONL workload's records come round again on a server that sends more requests than it has
     records = len(source.items) if isinstance(source, JsonlSource) else None
     sent = 0
-    measured = 0.0
+    window_s = 0.0  # the seconds inside measurement windows so far
     origin: float | None = None
     expected: float | None = None  # the next level's chunk rate, scaled from the last one's
     for i, c in enumerate(sweep.concurrency):
@@ -223,7 +223,7 @@ def _measure(
                 expected=expected,
             )
             expected = chunk_rate(run)
-            measured += run.window_end - run.window_start
+            window_s += run.window_end - run.window_start
             origin = run.window_start if origin is None else origin
             keep_requests(requests_path, run, level=c, repeat=r, origin=origin)
             if not server.alive():
@@ -255,7 +255,7 @@ def _measure(
         store_levels(trial, by_level, ctx.storage_retry_s)
         if warnings:
             _set(trial, ctx, schema.WARNINGS, tuple(warnings))
-        timing["measure_s"] = measured
+        timing["measure_s"] = window_s
         if level.error_rate > sweep.max_error_rate:
             raise TrialFailure(
                 "errors",
