@@ -166,7 +166,7 @@ def chromium() -> str:
     if path is None:
         if os.geteuid() == 0:
             pytest.fail(
-                "chromium is missing: `bash scripts/test.sh --all` installs it as root (apt-get install chromium)"
+                "chromium is missing: `scripts/test.sh --all` installs it as root (apt-get install chromium)"
             )
         pytest.skip(
             "chromium is not installed and this user cannot install it (not root): apt-get install chromium"
