@@ -1,4 +1,4 @@
-"""A fast stand-in *engine* for coordination tests: launched by nova-search exactly as vLLM is
+"""A fast stand-in *engine* for coordination tests and benchmarks: launched by nova-search exactly as vLLM is
 (``engine.command: [python, -m, benchmarks.harness.fake_engine]``), it takes vLLM's argv (the model, then
 flags), answers on --host/--port with the API key from its --config file (as vLLM reads it), and
 serves the stand-in's OpenAI streaming API. Unknown vLLM flags are accepted and ignored.

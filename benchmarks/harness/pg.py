@@ -1,5 +1,5 @@
-"""PostgreSQL for tests: fresh databases on the machine's server, and a throwaway server of our own
-(for the restart test, which must not restart a server others use)."""
+"""PostgreSQL for tests and the storage benchmarks: fresh databases on the machine's server, and a
+throwaway server of our own (for the restart test, which must not restart a server others use)."""
 
 from __future__ import annotations
 

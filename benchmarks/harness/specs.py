@@ -1,5 +1,5 @@
-"""Spec dicts for tests: the stand-in engine's (no vLLM, for coordination tests) and the tiny CPU
-model's (the real engine)."""
+"""Spec dicts for tests and benchmarks: the stand-in engine's (no vLLM, for coordination tests) and
+the tiny CPU model's (the real engine)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A stand-in for a vLLM OpenAI server, for tests: real HTTP/1.1 over loopback, no model.
+"""A stand-in for a vLLM OpenAI server, for tests and the client benchmark: real HTTP/1.1 over loopback,
+no model.
 
 It serves ``POST /v1/completions`` (streamed as vLLM streams it: SSE ``data: {json}`` events, one
 chunk per decode step with ``choices``, then, when ``stream_options.include_usage`` is set, a final

@@ -1,5 +1,6 @@
-"""Worker processes for coordination tests: start ``nova-search worker`` as a subprocess, find the
-stand-in engines (or vLLM servers) left on the machine, wait for a condition with a deadline."""
+"""Worker processes for coordination tests and the storm benchmark: start ``nova-search worker`` as a
+subprocess, find the stand-in engines (or vLLM servers) left on the machine, wait for a condition with
+a deadline."""
 
 from __future__ import annotations
 
