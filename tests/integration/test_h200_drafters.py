@@ -1,5 +1,6 @@
-"""The H200 drafters (benchmarks/h200/make_drafters.py) and their study (studies/experiments/h200-qwen3-8b-drafters.yaml):
-on a Qwen3-8B-shaped target built here (the committed benchmarks/h200/qwen3-8b-config.json), the script
+"""The H200 drafters (benchmarks/h200/make_drafters.py) and their study
+(studies/experiments/h200-qwen3-8b-drafters.yaml): on a Qwen3-8B-shaped target built here (the
+committed benchmarks/h200/qwen3-8b-config.json), the script
 writes the config fields vLLM 0.26.0 reads for each method, consistent with the target, and the study
 points at the folders it writes, with one trial per drafter on a fixed tuned stack."""
 

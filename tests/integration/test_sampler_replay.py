@@ -17,6 +17,7 @@ from tests.support import REPO
 
 pytestmark = pytest.mark.engine
 
+
 def test_measure_boots_the_grid_with_novas_launcher_and_replay_summarises_it(
     engine_python, tiny_model, tmp_path
 ):

@@ -92,9 +92,7 @@ DRAFTERS_SUMMARY = json.loads((DRAFTERS / "summary.json").read_text())
 
 
 def test_the_drafters_summary_is_the_committed_study() -> None:
-    assert (
-        trained_summary.summarize(DRAFTERS, DRAFTERS_STUDY) == DRAFTERS_SUMMARY
-    )
+    assert trained_summary.summarize(DRAFTERS, DRAFTERS_STUDY) == DRAFTERS_SUMMARY
     assert DRAFTERS_SUMMARY["trials"] == {"COMPLETE": 4, "PRUNED": 0, "FAIL": 0}
 
 
