@@ -2,20 +2,23 @@
 exact when many workers share one study.
 
 ``StorageLock(engine, name)`` serialises a critical section across processes and hosts that share
-the storage: a PostgreSQL advisory lock (session level, keyed by a hash of ``name``), an exclusive
-``flock`` on a file beside a SQLite database, a process-local lock for an in-memory SQLite database
-(no other process can see it). Any other dialect is refused with a clear error rather than left
-unlocked, since an unlocked budget overshoots under concurrent workers.
+the storage: a PostgreSQL advisory lock (session level, keyed by a hash of ``name``), filelock's
+``FileLock`` (an exclusive ``flock``) on a file beside a SQLite database, a process-local lock for an
+in-memory SQLite database (no other process can see it). Any other dialect is refused with a clear
+error rather than left unlocked, since an unlocked budget overshoots under concurrent workers.
+
+The file lock keeps its file (``preserve_lock_file``): a worker of an older nova, which opens the
+same path, then locks the same file; and it never falls back to a lock file whose removal is the
+release (a killed worker would leave it behind), where the kernel releases a dead holder's ``flock``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import threading
 from typing import Any
 
+from filelock import FileLock
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import Engine, text
 
@@ -57,7 +60,7 @@ class StorageLock:
             )
         self.path = sqlite_path(engine.url)
         self._conn: Any = None
-        self._fd: int | None = None
+        self._file: FileLock | None = None
         self._local: threading.Lock | None = None
 
     def __enter__(self) -> StorageLock:
@@ -70,8 +73,9 @@ class StorageLock:
                 raise
             self._conn = conn
         elif self.path:
-            self._fd = os.open(self.path + ".nova-lock", os.O_CREAT | os.O_RDWR, 0o600)
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            file = FileLock(self.path + ".nova-lock", mode=0o600, preserve_lock_file=True)
+            file.acquire()
+            self._file = file
         else:
             with _local_guard:
                 self._local = _local_locks.setdefault(self.name, threading.Lock())
@@ -88,10 +92,9 @@ class StorageLock:
                 pass
             finally:
                 conn.close()
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            file, self._file = self._file, None
+            file.release()
         if self._local is not None:
             self._local.release()
             self._local = None

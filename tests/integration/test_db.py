@@ -483,3 +483,78 @@ def test_a_cut_connection_at_the_readiness_check_is_transient() -> None:
     with pytest.raises(StorageError) as e:
         LevelStore(url).check_ready()
     assert e.value.transient and "cannot reach" in str(e.value)
+
+
+# ---------------------------------------------------------------- the budget lock (db.StorageLock)
+
+HOLDER = """
+import pathlib, sys, time
+from sqlalchemy import create_engine
+from nova_search.db import StorageLock
+
+url, ready, n, me = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+engine = create_engine(url)
+(ready / me).touch()
+while len(list(ready.iterdir())) < n:  # every holder imported and ready: they contend at once
+    time.sleep(0.01)
+with StorageLock(engine, "nova-search#budget"):
+    entered = time.monotonic()
+    time.sleep(0.3)
+    print(entered, time.monotonic())
+"""
+
+
+def test_the_lock_lets_one_process_in_at_a_time(storage_url: str, tmp_path) -> None:
+    """Workers are processes (on one host for SQLite, on many for PostgreSQL): filelock's file
+    beside the SQLite database, PostgreSQL's advisory lock."""
+    upgrade(storage_url)
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOLDER, storage_url, str(ready), "3", str(i)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    held = sorted(tuple(float(x) for x in out.split()) for out, _ in outs)
+    assert len(held) == 3
+    assert all(held[i][1] <= held[i + 1][0] for i in range(2)), held
+
+
+@pytest.mark.postgres
+def test_an_advisory_lock_on_a_cut_connection_is_released_by_the_server() -> None:
+    """A worker whose connection is cut while it holds the budget lock (a restart, a failover) does
+    not keep it: the server ends the session, and with it the lock; leaving the section raises
+    nothing, and the next worker gets the lock."""
+    from nova_search.db import StorageLock
+
+    with fresh_database() as url:
+        real = make_url(url)
+        proxy = TcpProxy((real.host or "127.0.0.1", real.port or 5432)).start()
+        via_proxy = real.set(port=proxy.port).render_as_string(hide_password=False)
+        cut_engine, engine = create_engine(via_proxy), create_engine(url)
+        try:
+            lock = StorageLock(cut_engine, "nova-search#budget")
+            try_lock = text("SELECT pg_try_advisory_lock(:k)")
+            with lock:
+                with engine.connect() as conn:
+                    assert conn.execute(try_lock, {"k": lock.key}).scalar_one() is False  # held
+                proxy.stop()  # the holder's connection is cut
+            got = threading.Event()
+
+            def next_worker() -> None:
+                with StorageLock(engine, "nova-search#budget"):
+                    got.set()
+
+            threading.Thread(target=next_worker, daemon=True).start()
+            assert got.wait(30), "the lock of a cut connection was not released"
+        finally:
+            cut_engine.dispose()
+            engine.dispose()
