@@ -9,15 +9,16 @@ import sys
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from nova_search.cli._console import make_console
 from nova_search.errors import NovaError, SpecError
 from nova_search.spec import StudySpec
 
-console = Console(log_path=False)
-err_console = Console(stderr=True)
+# one factory for both (``_console``): off a terminal, nothing is wrapped or cut
+console = make_console()
+err_console = make_console(stderr=True)
 
 #: ``--help`` lists the commands as a user meets them: set a study up, run it, watch it, read its
 #: results, deploy the answer, then the tools (a server measured by hand, the schema, local models)
