@@ -1,5 +1,8 @@
 """Stopping a trial early, after any level of its sweep: Optuna has no multi-objective pruner, so this
 is nova's. Pure functions over the levels measured so far and the finished trials of the study.
+Its "dominated" is kept hand-written because it is not Pareto dominance over final values (what
+Optuna computes, and ``results.select.pareto_front`` uses): it asks for a relative margin at every
+level measured so far, on a trial that has not finished.
 
 A trial stops (PRUNED, with the level and the reason) when, after a level:
 

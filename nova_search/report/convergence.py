@@ -1,5 +1,12 @@
 """How the search went, for the report: the hypervolume of the feasible front after each trial, and
-Optuna's parameter importances per objective. Pure functions of ``results.StudyResults``."""
+Optuna's parameter importances per objective. Pure functions of ``results.StudyResults``.
+
+The hypervolume is Optuna's own (WFG) calculator, ``optuna._hypervolume.compute_hypervolume``: Optuna
+has no public one for a point set (``plot_hypervolume_history`` is an experimental figure, for
+studies of two objectives or more), so this private import is pinned by pyproject's optuna
+``>=5.0,<5.1`` and tests/unit/test_report_data.py checks it against exact counts in 1 to 4
+dimensions, so that an Optuna release that moves or changes it fails there first.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,9 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
+from optuna._hypervolume import compute_hypervolume
 
 from nova_search.measure.objectives import Objective
 from nova_search.results.trials import StudyResults
@@ -34,29 +44,13 @@ class Importance:
 
 
 def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
-    """The volume dominated by ``points`` (all objectives minimized) and bounded by ``reference``.
-    Exact: a sweep in 2-D, slicing along the last objective above that. Points that do not
-    strictly dominate the reference add nothing."""
+    """The volume dominated by ``points`` (all objectives minimized) and bounded by ``reference``,
+    exact (Optuna's calculator, see the module docstring). Points that do not strictly dominate the
+    reference add nothing (Optuna refuses them, so they are left out here)."""
     pts = [tuple(p) for p in points if all(a < r for a, r in zip(p, reference, strict=True))]
     if not pts:
         return 0.0
-    dim = len(reference)
-    if dim == 1:
-        return reference[0] - min(p[0] for p in pts)
-    if dim == 2:
-        vol, best_y = 0.0, reference[1]
-        for x, y in sorted(pts):
-            if y < best_y:
-                vol += (reference[0] - x) * (best_y - y)
-                best_y = y
-        return vol
-    pts.sort(key=lambda p: p[-1])
-    vol = 0.0
-    for i, p in enumerate(pts):
-        upper = pts[i + 1][-1] if i + 1 < len(pts) else reference[-1]
-        if upper > p[-1]:
-            vol += (upper - p[-1]) * hypervolume([q[:-1] for q in pts[: i + 1]], reference[:-1])
-    return vol
+    return float(compute_hypervolume(np.asarray(pts, dtype=float), np.asarray(reference, dtype=float)))
 
 
 def _minimized(values: Sequence[float], objectives: Sequence[Objective]) -> tuple[float, ...]:

@@ -6,6 +6,9 @@ front, the best trials, the stock baseline and the tuned baseline. Every reader 
   ``objectives.objective_value`` over the trial's levels.
 - ``ranked(trials, o)``: best first by ``o``, ties to the lower trial number; trials without a value
   for ``o`` are left out.
+- ``pareto_front(trials, directions)``: Optuna's own front (``Study.best_trials``, the front of a
+  study's own trials) over any trials: a staged study's stages together, the trials meeting
+  ``--where``.
 - ``best_trials(results, objective=, where=)``: feasible COMPLETE trials meeting every condition;
   with an objective the single best by it, else the Pareto front sorted by the first objective.
 - ``tuned_baseline(results)``: the best feasible non-speculative trial by the study's first objective
@@ -18,6 +21,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+
+import optuna
+from optuna.trial import TrialState, create_trial
 
 from nova_search.measure.objectives import (
     Condition,
@@ -46,25 +52,32 @@ def ranked(trials: Iterable[TrialResult], o: Objective) -> list[TrialResult]:
     return [t for _, t in scored]
 
 
-def _dominates(a: Sequence[float], b: Sequence[float], directions: Sequence[Direction]) -> bool:
-    better = False
-    for x, y, d in zip(a, b, directions, strict=True):
-        x, y = (-x, -y) if d == "maximize" else (x, y)
-        if x > y:
-            return False
-        if x < y:
-            better = True
-    return better
+def _defined(values: Sequence[float], directions: Sequence[Direction]) -> list[float]:
+    """``values`` with an undefined (NaN) one made the worst of its objective."""
+    worst = {"maximize": -math.inf, "minimize": math.inf}
+    return [worst[d] if math.isnan(v) else v for v, d in zip(values, directions, strict=True)]
 
 
 def pareto_front(trials: Iterable[TrialResult], directions: Sequence[Direction]) -> list[TrialResult]:
-    """The trials no other one dominates (by their objective values), in their given order."""
+    """The trials no other one dominates (by their objective values), in their given order; equal
+    trials are all on it. Optuna's definition, computed by Optuna: the trials' values in a scratch
+    in-memory study, whose ``best_trials`` (public API) is the front. An undefined (NaN) value, which
+    Optuna never stores (it fails such a trial) but a hand-made result may hold, counts as the worst."""
     pool = [t for t in trials if t.values is not None and len(t.values) == len(directions)]
-    return [
-        t
-        for t in pool
-        if not any(_dominates(o.values, t.values, directions) for o in pool if o is not t)  # type: ignore[arg-type]
-    ]
+    if not pool or not directions:
+        return pool  # nothing to compare by: no trial dominates another
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # no "A new study created in memory" line
+    try:
+        scratch = optuna.create_study(directions=list(directions))
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    # no constraints are set: every trial is feasible to Optuna (the caller chose the pool)
+    scratch.add_trials(
+        [create_trial(values=_defined(t.values or (), directions), state=TrialState.COMPLETE) for t in pool]
+    )
+    on_front = {f.number for f in scratch.best_trials}  # numbered 0.. in the pool's order
+    return [t for i, t in enumerate(pool) if i in on_front]
 
 
 def resolve(results: StudyResults, objective: str | Objective) -> Objective:
