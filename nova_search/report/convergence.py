@@ -4,7 +4,7 @@ Optuna's parameter importances per objective. Pure functions of ``results.StudyR
 The hypervolume is Optuna's own (WFG) calculator, ``optuna._hypervolume.compute_hypervolume``: Optuna
 has no public one for a point set (``plot_hypervolume_history`` is an experimental figure, for
 studies of two objectives or more), so this private import is pinned by pyproject's optuna
-``>=5.0,<5.1`` and tests/unit/test_report_data.py checks it against exact counts in 1 to 4
+``>=5.0,<5.1`` and tests/unit/test_front.py checks it against exact counts in 1 to 4
 dimensions, so that an Optuna release that moves or changes it fails there first.
 """
 
