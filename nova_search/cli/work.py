@@ -39,6 +39,14 @@ GpusOpt = Annotated[
     str | None, typer.Option("--gpus", envvar="NOVA_GPUS", help="GPUs this worker owns, e.g. 0,1.")
 ]
 ArtifactsOpt = Annotated[str | None, typer.Option("--artifacts-dir", help="Where server logs go.")]
+LogFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--log-format",
+        help="text (progress and tables for a person) or json (one JSON event per line on stdout: trial "
+        "started, level measured, trial ended; see docs/events.md; the tables go to stderr).",
+    ),
+]
 MaxTrialsOpt = Annotated[
     int | None, typer.Option("--max-trials", min=1, help="Stop a worker after this many trials of its own.")
 ]
@@ -65,6 +73,18 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _quiet_optuna() -> None:
+    """Optuna's INFO lines ("A new study created in RDB ...") are not the user's business here; its
+    warnings still show. Set in the CLI only: a library leaves the caller's logging alone."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _log_format(text: str) -> str:
+    return choice("--log-format", text, ("text", "json"))
+
+
 def _work(
     study_name: str,
     url: str,
@@ -73,23 +93,35 @@ def _work(
     gpus: tuple[int, ...],
     artifacts_dir: str | None,
     stop_after: float | None = None,
+    log_format: str = "text",
 ) -> None:
+    import contextlib
+    import sys
+
     from nova_search.db import mask, storage_retry_s
     from nova_search.report.dashboard import after_trial
-    from nova_search.report.progress import RichReporter, outcome_table, pareto_table
+    from nova_search.report.progress import JsonReporter, RichReporter, outcome_table, pareto_table
     from nova_search.results.load import load_results
     from nova_search.worker.loop import WorkerOptions, run_stages
 
+    # with --log-format json, stdout holds the events only: what a person reads goes to stderr
+    out = err_console if log_format == "json" else console
     stages = f" in stages {' -> '.join(spec.stages)}" if spec.staged else ""
-    console.print(
+    out.print(
         f"study [bold]{study_name}[/] in {mask(url)}: budget {spec.budget.n_trials} trials"
         + (" per stage" if spec.staged else "")
         + stages
     )
     _interrupt_on_sigterm()
-    with RichReporter(console, spec.budget.n_trials) as reporter:
+    objectives = [(o.name, o.direction == "maximize") for o in spec.objectives]
+    reporting: contextlib.AbstractContextManager = (
+        contextlib.nullcontext(JsonReporter(sys.stdout, study_name))
+        if log_format == "json"
+        else RichReporter(console, spec.budget.n_trials, objectives)
+    )
+    with reporting as reporter:
         try:
-            run_stages(
+            _last, ran = run_stages(
                 study_name,
                 url,
                 WorkerOptions(
@@ -104,18 +136,20 @@ def _work(
         except KeyboardInterrupt:
             err_console.print("interrupted: the running trial was stopped and recorded as FAIL")
             raise typer.Exit(130) from None
+    if isinstance(reporter, JsonReporter):
+        reporter.exited(ran)
     results = load_results(study_name, url, retry_s=storage_retry_s())
-    console.print(outcome_table(results))
+    out.print(outcome_table(results))
     table = pareto_table(results)
     states = {t.state for t in results.trials}
     if table is not None:
-        console.print(table)
+        out.print(table)
     elif "COMPLETE" in states:
-        console.print("[yellow]No trial met every constraint: no feasible Pareto front yet.[/]")
+        out.print("[yellow]No trial met every constraint: no feasible Pareto front yet.[/]")
     elif states & {"RUNNING", "WAITING"}:
-        console.print("Nothing measured yet: other workers' trials are still running.")
+        out.print("Nothing measured yet: other workers' trials are still running.")
     elif stopped := sum(1 for t in results.trials if t.state == "PRUNED" and t.levels):
-        console.print(
+        out.print(
             f"[yellow]No trial completed: {stopped} measured trial(s) were stopped early (early_stop); "
             "their levels and reasons are above. No Pareto front yet.[/]"
         )
@@ -126,7 +160,7 @@ def _work(
         )
         raise typer.Exit(NOTHING_MEASURED)
     if spec.staged:
-        console.print(f"verdict and deployment policy: nova-search policy {study_name} --storage ...")
+        out.print(f"verdict and deployment policy: nova-search policy {study_name} --storage ...")
 
 
 @app.command()
@@ -141,10 +175,13 @@ def run(
     gpus: GpusOpt = None,
     artifacts_dir: ArtifactsOpt = None,
     stop_after: StopAfterOpt = None,
+    log_format: LogFormatOpt = "text",
 ) -> None:
     """Create (or continue) a study and run it with one local worker."""
     from nova_search.search.lifecycle import create
 
+    fmt = _log_format(log_format)
+    _quiet_optuna()
     overrides = list(set_ or [])
     if n_trials is not None:
         overrides.append(f"budget.n_trials={n_trials}")
@@ -153,7 +190,7 @@ def run(
     url = storage_url(storage, spec)
     name = _study_name(study_name, spec)
     create(spec, url, name, exist_ok=True)
-    _work(name, url, spec, None, gpu_ids, artifacts_dir, stop_after)
+    _work(name, url, spec, None, gpu_ids, artifacts_dir, stop_after, fmt)
 
 
 def _study_name(flag: str | None, spec: StudySpec) -> str:
@@ -173,6 +210,7 @@ def create_cmd(
     from nova_search.db import mask
     from nova_search.search.lifecycle import create
 
+    _quiet_optuna()
     spec = load_spec(spec_path, list(set_ or []))
     url = storage_url(storage, spec)
     name = _study_name(study_name, spec)
@@ -195,14 +233,17 @@ def worker(
     max_trials: MaxTrialsOpt = None,
     artifacts_dir: ArtifactsOpt = None,
     stop_after: StopAfterOpt = None,
+    log_format: LogFormatOpt = "text",
 ) -> None:
     """Run trials of an existing study until its budget (counted across all workers) is met."""
     from nova_search.search.lifecycle import load
 
+    fmt = _log_format(log_format)
+    _quiet_optuna()
     url = storage_url(storage, None)
     gpu_ids = _parse_gpus(gpus)
     _loaded, spec = load(study, url)
-    _work(study, url, spec, max_trials, gpu_ids, artifacts_dir, stop_after)
+    _work(study, url, spec, max_trials, gpu_ids, artifacts_dir, stop_after, fmt)
 
 
 @app.command()
@@ -229,6 +270,7 @@ def node(
             "--grace", min=1, help="Seconds a stopped worker has to record its trial before it is killed."
         ),
     ] = 60.0,
+    log_format: LogFormatOpt = "text",
 ) -> None:
     """Run one worker per GPU (or group of GPUs) of this node on one study; Ctrl-C or SIGTERM stops all."""
     import os
@@ -238,6 +280,8 @@ def node(
     from nova_search.worker.node import NodeWorker, run_node, worker_argv, worker_groups
     from nova_search.worker.placement import place
 
+    fmt = _log_format(log_format)
+    _quiet_optuna()
     url = storage_url(storage, None)
     groups = worker_groups(_parse_gpus(gpus), gpus_per_worker)
     loaded, spec = load(study, url)
@@ -249,6 +293,7 @@ def node(
         *(["--max-trials", str(max_trials)] if max_trials is not None else []),
         *(["--artifacts-dir", artifacts_dir] if artifacts_dir else []),
         *(["--stop-after", str(stop_after)] if stop_after is not None else []),
+        *(["--log-format", fmt] if fmt != "text" else []),
     ]
     workers = [NodeWorker(g, worker_argv(study, g, options)) for g in groups]
     log_dir = Path(artifacts_dir or spec.artifacts_dir) / study / "node"

@@ -4,7 +4,7 @@ open_storage(url[, read_only])           the one place an Optuna RDBStorage is b
 mask(url) / parse_url(url) / is_sqlite   URLs, safe to print (_url)
 storage_errors(url, doing)               the one wrapper: any failure -> StorageError, masked (errors)
 retrying(fn, window_s, doing)            transient errors retried with backoff (retry)
-StorageLock(engine, name)                a lock across workers; count_toward_budget (budget)
+StorageLock(engine, name)                a lock across workers; count_toward_budget, budget_spent (budget)
 upgrade / downgrade / current            Optuna's schema, then nova's tables (migrate)
 LevelStore(url).record / .rows           idempotent per-level rows (store)
 BEST_AT_CONCURRENCY_SQL                  plain SQL joining Optuna's trials (queries)
@@ -12,7 +12,7 @@ BEST_AT_CONCURRENCY_SQL                  plain SQL joining Optuna's trials (quer
 
 from nova_search.db._url import is_sqlite, mask, open_engine, sqlite_path
 from nova_search.db._url import parse as parse_url
-from nova_search.db.budget import StorageLock, count_toward_budget
+from nova_search.db.budget import StorageLock, budget_spent, count_refused, count_toward_budget
 from nova_search.db.failures import TRANSIENT, storage_error, storage_errors
 from nova_search.db.migrate import current, downgrade, upgrade
 from nova_search.db.queries import BEST_AT_CONCURRENCY_SQL
@@ -28,6 +28,8 @@ __all__ = [
     "LevelResultRow",
     "LevelStore",
     "StorageLock",
+    "budget_spent",
+    "count_refused",
     "count_toward_budget",
     "current",
     "downgrade",

@@ -1,6 +1,13 @@
 """The trial budget across workers: what counts toward it, and the lock that makes "count, then ask"
 exact when many workers share one study.
 
+The budget counts measurements. A configuration the compatibility table refuses before launch
+(``search.rules``: the trial ends PRUNED with reason ``incompatible``, and infeasible, so the sampler
+learns to avoid it) is counted apart (``count_refused``), not toward the budget: ``--n-trials 2`` measures
+two configurations however many refused ones the sampler draws on the way. So that a space that is
+refused almost everywhere cannot keep a worker drawing forever, the budget is also spent once the
+refused trials reach ``refused_limit(budget)``.
+
 ``StorageLock(engine, name)`` serialises a critical section across processes and hosts that share
 the storage: a PostgreSQL advisory lock (session level, keyed by a hash of ``name``), filelock's
 ``FileLock`` (an exclusive ``flock``) on a file beside a SQLite database, a process-local lock for an
@@ -24,7 +31,7 @@ from sqlalchemy import Engine, text
 
 from nova_search.db._url import sqlite_path
 from nova_search.errors import StorageError
-from nova_search.schema import RETRY_OF
+from nova_search.schema import REASON, RETRY_OF
 
 #: dialects StorageLock can lock
 LOCKABLE = ("postgresql", "sqlite")
@@ -33,16 +40,44 @@ _local_locks: dict[str, threading.Lock] = {}
 _local_guard = threading.Lock()
 
 
+#: the reason (``schema.REASON``) of a trial whose configuration was refused before launch
+REFUSED_REASON = "incompatible"
+#: refused configurations allowed per trial of the budget before the budget counts as spent anyway
+REFUSED_PER_TRIAL = 10
+
+
+def refused(t: FrozenTrial) -> bool:
+    """Whether the trial's configuration was refused by the compatibility table (never launched)."""
+    return t.state == TrialState.PRUNED and REASON.read(t.user_attrs) == REFUSED_REASON
+
+
 def count_toward_budget(trials: list[FrozenTrial]) -> int:
     """Trials that use up the budget: running or finished, except failed trials that were retried
-    (their retry is the trial that counts). WAITING trials (baselines, retries) are not yet counted."""
+    (their retry is the trial that counts) and configurations refused before launch (counted apart,
+    ``count_refused``). WAITING trials (baselines, retries) are not yet counted."""
     retried = {t.system_attrs.get(RETRY_OF) for t in trials} - {None}
     return sum(
         1
         for t in trials
-        if t.state in (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
+        if (t.state in (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED) and not refused(t))
         or (t.state == TrialState.FAIL and t.number not in retried)
     )
+
+
+def count_refused(trials: list[FrozenTrial]) -> int:
+    """Configurations the compatibility table refused before launch: apart from the budget."""
+    return sum(1 for t in trials if refused(t))
+
+
+def refused_limit(budget: int) -> int:
+    """How many refused configurations a study of ``budget`` trials draws before it stops drawing."""
+    return max(REFUSED_PER_TRIAL * budget, 20)
+
+
+def budget_spent(trials: list[FrozenTrial], budget: int) -> bool:
+    """Whether no new trial may be asked: the budget of measured trials is met, or the sampler has
+    drawn ``refused_limit(budget)`` refused configurations (the space is refused almost everywhere)."""
+    return count_toward_budget(trials) >= budget or count_refused(trials) >= refused_limit(budget)
 
 
 class StorageLock:

@@ -39,6 +39,7 @@ from nova_search.loadgen.client import Target
 from nova_search.loadgen.runner import (
     LevelPlan,
     LocalClaims,
+    LocalDone,
     MetricsReader,
     PromptStream,
     Share,
@@ -48,6 +49,11 @@ from nova_search.loadgen.runner import (
     shares,
 )
 from nova_search.measure.records import LevelRun
+
+#: how often (seconds) a level reports its finished requests to ``on_progress``
+PROGRESS_INTERVAL_S = 0.5
+#: called with the number of measured requests finished so far in the window
+Progress = Callable[[int], None]
 
 #: share of one core above which the busiest client process is taken to limit the measurement
 CLIENT_BOUND_SHARE = 0.7
@@ -100,7 +106,10 @@ class _InProcess:
 
     def __init__(self, target: Target, plan: LevelPlan, share: Share) -> None:
         self.control = _LocalControl()
-        self.task = asyncio.create_task(run_share(target, plan, share, LocalClaims(), self.control))
+        self.done = LocalDone()
+        self.task = asyncio.create_task(
+            run_share(target, plan, share, LocalClaims(), self.control, self.done)
+        )
 
     async def ready(self) -> list[bool]:
         ready = asyncio.ensure_future(self.control.ready_seen)
@@ -112,6 +121,9 @@ class _InProcess:
     def go(self, t0: float, per_chunk_usage: bool) -> None:
         self.control.go_at.set_result((t0, per_chunk_usage))
 
+    def done_count(self) -> int:
+        return self.done.read()
+
     async def results(self) -> list[ShareResult]:
         return [await self.task]
 
@@ -120,6 +132,17 @@ class _InProcess:
 
 
 # -- shares in client processes ---------------------------------------------------------------------
+
+
+class _SharedDone:
+    """The level's count of finished requests in shared memory, added to by every client process."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def add(self) -> None:
+        with self.value.get_lock():
+            self.value.value += 1
 
 
 class _SharedClaims:
@@ -178,6 +201,7 @@ def _worker(
     plan: LevelPlan,
     share: Share,
     claims_value: Any,
+    done_value: Any,
 ) -> None:
     """A client process's main: one share of one level, its result sent back over ``conn``."""
     _die_with_parent(parent_pid)
@@ -185,7 +209,11 @@ def _worker(
     if cpus:
         os.sched_setaffinity(0, cpus)
     try:
-        result = asyncio.run(run_share(target, plan, share, _SharedClaims(claims_value), _PipeControl(conn)))
+        result = asyncio.run(
+            run_share(
+                target, plan, share, _SharedClaims(claims_value), _PipeControl(conn), _SharedDone(done_value)
+            )
+        )
         conn.send(("done", result))
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises ClientError
         try:
@@ -205,6 +233,7 @@ class _Spawned:
         ctx = multiprocessing.get_context("spawn")
         # kept on self: the children unpickle it after start(), and it must still exist then
         self.claims = claims = ctx.Value("q", 0, lock=True)
+        self.done = done = ctx.Value("q", 0, lock=True)
         self.procs: list[Any] = []
         self.conns: list[multiprocessing.connection.Connection] = []
         self.timeout_s = START_TIMEOUT_S + plan.request_timeout_s
@@ -214,7 +243,7 @@ class _Spawned:
                 here, there = ctx.Pipe()
                 proc = ctx.Process(
                     target=_worker,
-                    args=(there, os.getpid(), group, target, plan, share, claims),
+                    args=(there, os.getpid(), group, target, plan, share, claims, done),
                     name=f"nova-client-{share.index}",
                     daemon=True,
                 )
@@ -258,6 +287,9 @@ class _Spawned:
         for conn in self.conns:
             conn.send(("go", t0, per_chunk_usage))
 
+    def done_count(self) -> int:
+        return int(self.done.value)
+
     async def results(self) -> list[ShareResult]:
         return await asyncio.to_thread(self._collect, "done", None)
 
@@ -280,10 +312,12 @@ async def _run(
     parts: list[Share],
     cpus: Sequence[int] | None,
     out: list[tuple[list[ShareResult], MetricsReader | None, bool]],
+    on_progress: Progress | None = None,
 ) -> None:
     """The level, its outcome appended to ``out``: ``asyncio.run`` on Python 3.11 formats the main
     task's repr (its result included) when it restores the SIGINT handler, which for a level's
-    records costs tens of milliseconds."""
+    records costs tens of milliseconds. ``on_progress(done)`` is called with the measured requests
+    finished so far every ``PROGRESS_INTERVAL_S`` of the window, and once at its end."""
     clients: _InProcess | _Spawned = (
         _InProcess(target, plan, parts[0]) if len(parts) == 1 else _Spawned(target, plan, parts, cpus)
     )
@@ -301,7 +335,12 @@ async def _run(
             if reader is not None
             else None
         )
+        ticker = asyncio.create_task(_tick(clients, on_progress, stop)) if on_progress is not None else None
         results = await clients.results()
+        if ticker is not None and on_progress is not None:
+            stop.set()
+            await ticker
+            on_progress(clients.done_count())
         if poller is not None and reader is not None:
             stop.set()
             await poller
@@ -313,11 +352,26 @@ async def _run(
             reader.close()
 
 
+async def _tick(clients: _InProcess | _Spawned, on_progress: Progress, stop: asyncio.Event) -> None:
+    """Reports the window's finished requests until ``stop``; a reporter that raises stops reporting,
+    never the level."""
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), PROGRESS_INTERVAL_S)
+        except TimeoutError:
+            pass
+        try:
+            on_progress(clients.done_count())
+        except Exception:  # noqa: BLE001 - progress is a view; the measurement goes on
+            return
+
+
 def run_level(
     target: Target,
     plan: LevelPlan,
     cpus: Sequence[int] | None = None,
     processes: int = 1,
+    on_progress: Progress | None = None,
 ) -> LevelRun:
     """Run one level on ``processes`` client processes (1: in this process). With ``cpus``, the
     calling thread is pinned to them while the level runs (restored after), and the client processes
@@ -330,7 +384,7 @@ def run_level(
         os.sched_setaffinity(0, set(cpus))
     out: list[tuple[list[ShareResult], MetricsReader | None, bool]] = []
     try:
-        asyncio.run(_run(target, plan, parts, cpus, out))
+        asyncio.run(_run(target, plan, parts, cpus, out, on_progress))
     finally:
         if before is not None:
             os.sched_setaffinity(0, before)
@@ -399,6 +453,7 @@ def measure_level(
     plan_for: Callable[[int], LevelPlan],
     client: ClientPlan,
     expected_chunks_per_s: float | None = None,
+    on_progress: Progress | None = None,
 ) -> LevelRun:
     """Run a level (``plan_for(0)``) and check that the client did not limit it. A client-bound window
     is run again with ``plan_for(attempt)`` (new prompts: the server's prefix cache has seen the first
@@ -413,7 +468,7 @@ def measure_level(
     notes: list[str] = []
     attempt = 0
     while True:
-        run = run_level(target, plan, client.cpus, n)
+        run = run_level(target, plan, client.cpus, n, on_progress)
         share = busiest_share(run)
         if share <= client.bound_share:
             note = "; ".join(notes)

@@ -144,6 +144,24 @@ class LocalClaims:
         return i
 
 
+class Done(Protocol):
+    """The level's count of measured requests finished, shared by every share of a level: the caller
+    reads it for progress (``procs.run_level``'s ``on_progress``)."""
+
+    def add(self) -> None: ...
+
+
+class LocalDone:
+    def __init__(self) -> None:
+        self.value = 0
+
+    def add(self) -> None:
+        self.value += 1
+
+    def read(self) -> int:
+        return self.value
+
+
 class Control(Protocol):
     """How a share meets the barrier: says it is ready (and whether its warmup saw chunks of several
     tokens), and learns the start time and whether to ask for running usage."""
@@ -197,6 +215,7 @@ async def _closed_loop(
     deadline: float | None,
     per_chunk_usage: bool,
     timeout_s: float,
+    done: Done | None = None,
 ) -> list[RequestRecord]:
     cursor = _Cursor(prompts)
     records: list[RequestRecord] = []
@@ -209,6 +228,8 @@ async def _closed_loop(
             if prompt is None:
                 return
             records.append(await send(pool, target, prompt, per_chunk_usage, timeout_s))
+            if done is not None:
+                done.add()
 
     await asyncio.gather(*(lane() for _ in range(lanes)))
     return records
@@ -232,6 +253,7 @@ async def _poisson(
     seed: int,
     per_chunk_usage: bool,
     timeout_s: float,
+    done: Done | None = None,
 ) -> list[RequestRecord]:
     """Open loop: arrival 0 at ``start``, each next one a seeded exponential gap after the one before
     it was due; this share sends the arrivals whose index is ``share.index`` mod ``share.of`` (every
@@ -248,6 +270,8 @@ async def _poisson(
     async def one(prompt: Prompt) -> None:
         try:
             records.append(await send(pool, target, prompt, per_chunk_usage, timeout_s))
+            if done is not None:
+                done.add()
         finally:
             slots.release()
 
@@ -273,10 +297,15 @@ async def _poisson(
 
 
 async def run_share(
-    target: Target, plan: LevelPlan, share: Share, claims: Claims, control: Control
+    target: Target,
+    plan: LevelPlan,
+    share: Share,
+    claims: Claims,
+    control: Control,
+    done: Done | None = None,
 ) -> ShareResult:
     """One share of a level: warmup, barrier, window. The same code runs in the caller's process (one
-    share) and in each client process (several)."""
+    share) and in each client process (several); each measured request that finishes adds to ``done``."""
     pool = Pool(target.base_url)
     try:
         warm_usage = plan.per_chunk_usage if plan.per_chunk_usage is not None else False
@@ -307,6 +336,7 @@ async def run_share(
                 plan.arrival_seed,
                 per_chunk_usage,
                 plan.request_timeout_s,
+                done,
             )
         else:
             records = await _closed_loop(
@@ -318,6 +348,7 @@ async def run_share(
                 deadline,
                 per_chunk_usage,
                 plan.request_timeout_s,
+                done,
             )
         cpu = time.process_time() - cpu0
     finally:

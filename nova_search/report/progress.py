@@ -1,32 +1,84 @@
-"""Rich progress for long runs: the trial, the level, the state and the elapsed time; and the final
-table of Pareto-optimal trials."""
+"""What a worker shows while it runs, and the final tables.
+
+Two reporters (``trial.context.Reporter``): ``RichReporter``, for a person (on a terminal, rich's progress
+display: trial i of N, the phase, level k of n with requests done out of total, the running best and an
+ETA; every trial's start, measured levels and end are also printed as lines, which is all a log file
+gets), and ``JsonReporter``, the ``--log-format json`` event stream (one JSON object per line,
+``docs/events.md``). The final tables (``outcome_table``, ``pareto_table``) print each configuration
+as a block of ``key: value`` lines under its row, so they stay whole in 80 columns and in a log."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import socket
+import threading
 import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import IO, Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
+from nova_search.measure.metrics import LevelResult
 from nova_search.results.select import best_trials
 from nova_search.results.trials import StudyResults
+from nova_search.trial.context import NullReporter, TrialEnd
+
+#: the event stream's version: bumped when a field changes meaning or goes (adding one does not)
+EVENTS_SCHEMA_VERSION = 1
 
 
-class RichReporter:
-    def __init__(self, console: Console, total: int) -> None:
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
+
+
+class RichReporter(NullReporter):
+    """Progress for a person. ``objectives`` are (name, maximize) pairs, for the running best."""
+
+    def __init__(self, console: Console, total: int, objectives: Sequence[tuple[str, bool]] = ()) -> None:
         self.console = console
         self.total = total
+        self.objectives = tuple(objectives)
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[extra]}"),
             TimeElapsedColumn(),
             console=console,
             transient=True,
         )
-        self._task = self.progress.add_task("waiting", total=None)
+        self._lock = threading.RLock()
+        self._study = self.progress.add_task("trials", total=total, extra="", start=True)
+        self._tasks: dict[int, TaskID] = {}
         self._started: dict[int, float] = {}
+        self._phase: dict[int, str] = {}
+        self._level: dict[int, str] = {}
+        self._used = 0
+        self._refused = 0
+        self._finished = 0  # trials told by this worker that count toward the budget
+        self._launched_s: list[float] = []  # durations of launched trials (a refused one takes no time)
+        self._best: dict[int, tuple[float, int]] = {}  # objective index -> (value, trial number)
 
     def __enter__(self) -> RichReporter:
         self.progress.start()
@@ -35,23 +87,226 @@ class RichReporter:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def trial_started(self, number: int, label: str) -> None:
-        self._started[number] = time.monotonic()
-        self.console.log(f"trial {number}: {escape(label)}")
-        self.progress.reset(self._task, description=f"trial {number}/{self.total} · sampling")
+    # -- the study line: trial i of N, the running best, the ETA -------------------------------------
+
+    def budget(self, used: int, total: int, refused: int) -> None:
+        with self._lock:
+            self._used, self.total, self._refused = used, total, refused
+            self._update_study()
+
+    def eta_s(self) -> float | None:
+        """From launched trials only: their mean duration x the trials not yet asked, plus what is left
+        of the running ones, over the trials running here side by side."""
+        if not self._launched_s:
+            return None
+        mean = sum(self._launched_s) / len(self._launched_s)
+        now = time.monotonic()
+        running = [max(mean - (now - t0), 0.0) for t0 in self._started.values()]
+        remaining = max(self.total - self._used, 0)
+        return (remaining * mean + sum(running)) / max(len(running), 1)
+
+    def best_text(self) -> str:
+        parts = []
+        for i, (name, maximize) in enumerate(self.objectives):
+            if i in self._best:
+                value, number = self._best[i]
+                parts.append(f"{name} {'↑' if maximize else '↓'} {value:.4g} (#{number})")
+        return "best: " + ", ".join(parts) if parts else ""
+
+    def _update_study(self) -> None:
+        extra = [self.best_text()]
+        if self._refused:
+            extra.append(f"{self._refused} refused (not counted)")
+        eta = self.eta_s()
+        extra.append(f"ETA {_duration(eta)}" if eta is not None else "ETA after the first measured trial")
+        self.progress.update(
+            self._study,
+            total=self.total,
+            completed=min(self._used, self.total),
+            description=f"trial {min(self._used, self.total)} of {self.total}",
+            extra=" · ".join(x for x in extra if x),
+        )
+
+    # -- one trial --------------------------------------------------------------------------------
+
+    def trial_started(self, number: int, label: str, params: dict[str, Any] | None = None) -> None:
+        with self._lock:
+            self._started[number] = time.monotonic()
+            self._phase[number] = "sampled"
+            self._tasks[number] = self.progress.add_task(
+                f"  #{number} sampled", total=None, extra="", start=True
+            )
+            self.console.log(f"trial {number}: {escape(label)}")
+            self._update_study()
 
     def phase(self, number: int, text: str) -> None:
-        self.progress.update(self._task, description=f"trial {number}/{self.total} · {text}")
+        with self._lock:
+            self._phase[number] = text
+            self._show(number)
 
-    def trial_finished(self, number: int, state: str, detail: str) -> None:
-        took = time.monotonic() - self._started.get(number, time.monotonic())
-        color = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red"}.get(state, "white")
-        # detail may quote an engine's log ("[rank0]: ..."): text, not markup
-        self.console.log(f"trial {number} [{color}]{state}[/] in {took:.0f}s: {escape(detail)}")
+    def level_started(
+        self, number: int, index: int, count: int, concurrency: int, requests: int | None
+    ) -> None:
+        with self._lock:
+            self._level[number] = f"level {index + 1} of {count} (concurrency {concurrency})"
+            task = self._tasks.get(number)
+            if task is not None:
+                self.progress.reset(task, total=requests, completed=0)
+            self._show(number)
+
+    def requests_done(self, number: int, done: int) -> None:
+        with self._lock:
+            task = self._tasks.get(number)
+            if task is not None:
+                self.progress.update(task, completed=done)
+
+    def _show(self, number: int) -> None:
+        task = self._tasks.get(number)
+        if task is None:
+            return
+        phase = self._phase.get(number, "")
+        level = self._level.get(number)
+        text = f"{level} · {phase}" if level and phase.startswith("concurrency") else phase
+        self.progress.update(task, description=f"  #{number} {escape(text)}")
+        self._update_study()
+
+    def level_measured(self, number: int, level: LevelResult) -> None:
+        d = level.as_dict()
+        parts = [f"{d.get('completed')} ok"]
+        for key, name, unit in (
+            ("output_throughput", "out", " tok/s"),
+            ("ttft_p99_ms", "TTFT p99", " ms"),
+            ("tpot_p50_ms", "TPOT p50", " ms"),
+        ):
+            if isinstance(d.get(key), int | float):
+                parts.append(f"{name} {d[key]:.4g}{unit}")
+        if d.get("errors"):
+            parts.append(f"{d['errors']} errors")
+        with self._lock:
+            self.console.log(f"trial {number} · concurrency {level.concurrency}: {', '.join(parts)}")
+
+    def trial_finished(self, end: TrialEnd) -> None:
+        with self._lock:
+            started = self._started.pop(end.number, None)
+            took = time.monotonic() - started if started is not None else 0.0
+            if end.launched and started is not None:
+                self._launched_s.append(took)
+            task = self._tasks.pop(end.number, None)
+            if task is not None:
+                self.progress.remove_task(task)
+            self._phase.pop(end.number, None)
+            self._level.pop(end.number, None)
+            if end.feasible and end.values is not None:
+                for i, (_, maximize) in enumerate(self.objectives[: len(end.values)]):
+                    v = end.values[i]
+                    old = self._best.get(i)
+                    if old is None or (v > old[0] if maximize else v < old[0]):
+                        self._best[i] = (v, end.number)
+            color = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red"}.get(end.state, "white")
+            note = "" if end.launched else " (refused before launch: not counted toward the budget)"
+            # detail may quote an engine's log ("[rank0]: ..."): text, not markup
+            self.console.log(
+                f"trial {end.number} [{color}]{end.state}[/] in {took:.0f}s: {escape(end.detail)}{note}"
+            )
+            best = self.best_text()
+            if best and end.feasible:
+                self.console.log(best)
+            self._update_study()
+
+    def waiting(self, running: int) -> None:
+        with self._lock:
+            self.console.log(
+                f"budget used up: waiting for {running} running trial(s) elsewhere "
+                "(one may be a dead worker's, to be retried)"
+            )
+            self.progress.update(self._study, description="waiting")
 
 
-def pareto_table(results: StudyResults) -> Table | None:
-    """The study's best trials (``results.select.best_trials``: the feasible Pareto front, best first)."""
+def _plain(v: Any) -> Any:
+    """JSON-safe: a non-finite float is null (JSON has no NaN)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    return v
+
+
+class JsonReporter(NullReporter):
+    """The ``--log-format json`` event stream: one JSON object per line on ``out``, each with
+    ``schema_version``, ``event``, ``time`` (UTC, ISO 8601) and ``worker`` (host, pid)
+    (``docs/events.md``)."""
+
+    def __init__(self, out: IO[str], study_name: str) -> None:
+        self.out = out
+        self.study_name = study_name
+        self.worker = {"host": socket.gethostname(), "pid": os.getpid()}
+        self._lock = threading.Lock()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        record = {
+            "schema_version": EVENTS_SCHEMA_VERSION,
+            "event": event,
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "study": self.study_name,
+            "worker": self.worker,
+            **fields,
+        }
+        line = json.dumps(_plain(record), allow_nan=False, default=str)
+        with self._lock:
+            self.out.write(line + "\n")
+            self.out.flush()
+
+    def budget(self, used: int, total: int, refused: int) -> None:
+        self._budget = (used, total, refused)
+
+    def trial_started(self, number: int, label: str, params: dict[str, Any] | None = None) -> None:
+        used, total, refused = getattr(self, "_budget", (None, None, None))
+        self.emit(
+            "trial_started",
+            number=number,
+            params=params or {},
+            budget={"used": used, "total": total, "refused": refused},
+        )
+
+    def level_measured(self, number: int, level: LevelResult) -> None:
+        self.emit("level_measured", number=number, level=level.concurrency, values=level.as_dict())
+
+    def trial_finished(self, end: TrialEnd) -> None:
+        self.emit(
+            "trial_ended",
+            number=end.number,
+            state=end.state,
+            values=list(end.values) if end.values is not None else None,
+            feasible=end.feasible,
+            launched=end.launched,
+            reason=end.reason,
+            detail=end.detail,
+        )
+
+    def waiting(self, running: int) -> None:
+        self.emit("worker_waiting", running=running)
+
+    def exited(self, ran: int) -> None:
+        self.emit("worker_exited", trials=ran)
+
+
+def _config_block(t: Any) -> list[str]:
+    """A trial's configuration as ``key: value`` lines (the knobs that are set)."""
+    if t.config is None:
+        return ["(no configuration recorded)"]
+    d = t.config.as_dict()
+    lines = [f"{k}: {v}" for k, v in d.items() if v is not None and k != "speculative"]
+    spec = d.get("speculative")
+    if spec:
+        lines.append("speculative: " + ", ".join(f"{k}={v}" for k, v in spec.items() if v is not None))
+    return lines or ["vLLM defaults"]
+
+
+def pareto_table(results: StudyResults) -> RenderableType | None:
+    """The study's best trials (``results.select.best_trials``: the feasible Pareto front, best first):
+    a table of their figures, then each one's configuration as its own block (whole at any width)."""
     best = best_trials(results)
     if not best:
         return None
@@ -62,7 +317,7 @@ def pareto_table(results: StudyResults) -> Table | None:
         table.add_column(f"{o.name} {'↑' if o.maximize else '↓'}", justify="right")
     table.add_column("GPUs", justify="right")
     table.add_column("peak tok/s per GPU", justify="right")
-    table.add_column("configuration")
+    blocks: list[RenderableType] = []
     for t in best:
         table.add_row(
             t.key,
@@ -70,25 +325,27 @@ def pareto_table(results: StudyResults) -> Table | None:
             *(f"{v:.4g}" for v in t.values or ()),
             str(t.gpus),
             _fmt(t.peak_throughput_per_gpu),
-            (t.config.label() if t.config else "")
-            + (
-                f" [client-bound at {', '.join(map(str, t.client_bound_levels))}]"
-                if t.client_bound_levels
-                else ""
-            ),
         )
-    return table
+        lines = [f"  {line}" for line in _config_block(t)]
+        if t.client_bound_levels:
+            lines.append(f"  client-bound at concurrency {', '.join(map(str, t.client_bound_levels))}")
+        blocks.append(Text(f"trial {t.key} ({t.role}):\n" + "\n".join(lines)))
+    return Group(table, Text("configurations of the Pareto-optimal trials:", style="bold"), *blocks)
 
 
 def outcome_table(results: StudyResults) -> Table:
+    """Every trial: its state, then its values or its reason, whole (folded, never cut)."""
     table = Table(title=f"trials of {results.study_name}")
-    for col in ("trial", "state", "values / reason"):
-        table.add_column(col)
+    table.add_column("trial", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("values / reason", overflow="fold")
     for t in results.trials:
         if t.state == "COMPLETE":
             detail = ", ".join(f"{v:.4g}" for v in t.values or ())
         else:
-            detail = f"{t.reason or ''}: {t.message or ''}"[:160]
+            detail = f"{t.reason or ''}: {t.message or ''}"[:500]
+            if t.reason == "incompatible":
+                detail += " (refused before launch: not counted toward the budget)"
         table.add_row(t.key, t.state, detail)
     return table
 

@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 from nova_search import schema
 from nova_search.db import (
     StorageLock,
-    count_toward_budget,
+    budget_spent,
     mask,
     open_storage,
     retrying,
@@ -142,7 +142,7 @@ def load(
 def stage_done(study: optuna.Study, spec: StudySpec, stage: str) -> bool:
     """The stage's budget is spent (counted across every worker) and none of its trials runs."""
     trials = study.get_trials(deepcopy=False)
-    return count_toward_budget(trials) >= spec.budget.for_stage(stage) and not any(
+    return budget_spent(trials, spec.budget.for_stage(stage)) and not any(
         t.state == TrialState.RUNNING for t in trials
     )
 

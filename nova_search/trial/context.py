@@ -1,7 +1,8 @@
 """What a trial runs with: its inputs, fixed for the trial (``TrialContext``: the spec, the stage, the
 host's facts, where things go, and the ``Slot`` it runs on), and its server with what was measured on it
 so far (``Measurement``), which the sweep fills and confirmation extends. Also the two outlets a trial
-reports through: the ``Reporter`` (progress lines) and the ``LevelSink`` (nova's tables)."""
+reports through: the ``Reporter`` (progress: the terminal's display, or the JSON event stream) and the
+``LevelSink`` (nova's tables)."""
 
 from __future__ import annotations
 
@@ -22,20 +23,67 @@ from nova_search.spec import StudySpec
 from nova_search.trial.slot import Slot
 
 
+@dataclass(frozen=True)
+class TrialEnd:
+    """How a trial ended, as told to the study: what a reporter prints or emits."""
+
+    number: int
+    #: COMPLETE, PRUNED or FAIL
+    state: str
+    #: the trial's summary (COMPLETE) or "reason: message"
+    detail: str
+    values: tuple[float, ...] | None = None
+    reason: str | None = None
+    #: whether it meets every constraint (a COMPLETE trial); False for any other state
+    feasible: bool = False
+    #: whether its server was launched (False: refused by the compatibility table)
+    launched: bool = True
+
+
 class Reporter(Protocol):
-    def trial_started(self, number: int, label: str) -> None: ...
+    """Progress of a worker and its trials. The worker loop calls ``budget`` (at each ask),
+    ``level_measured`` (each stored level) and ``trial_finished`` (after the tell); the trial calls the
+    rest as it goes. Calls may come from several slot threads at once."""
+
+    def budget(self, used: int, total: int, refused: int) -> None: ...
+    def trial_started(self, number: int, label: str, params: dict[str, Any] | None = None) -> None: ...
     def phase(self, number: int, text: str) -> None: ...
-    def trial_finished(self, number: int, state: str, detail: str) -> None: ...
+    def level_started(
+        self, number: int, index: int, count: int, concurrency: int, requests: int | None
+    ) -> None: ...
+    def requests_done(self, number: int, done: int) -> None: ...
+    def level_measured(self, number: int, level: LevelResult) -> None: ...
+    def trial_finished(self, end: TrialEnd) -> None: ...
+    def waiting(self, running: int) -> None: ...
 
 
 class NullReporter:
-    def trial_started(self, number: int, label: str) -> None:
+    """Reports nothing; a reporter may subclass it and override what it shows."""
+
+    def budget(self, used: int, total: int, refused: int) -> None:
+        pass
+
+    def trial_started(self, number: int, label: str, params: dict[str, Any] | None = None) -> None:
         pass
 
     def phase(self, number: int, text: str) -> None:
         pass
 
-    def trial_finished(self, number: int, state: str, detail: str) -> None:
+    def level_started(
+        self, number: int, index: int, count: int, concurrency: int, requests: int | None
+    ) -> None:
+        pass
+
+    def requests_done(self, number: int, done: int) -> None:
+        pass
+
+    def level_measured(self, number: int, level: LevelResult) -> None:
+        pass
+
+    def trial_finished(self, end: TrialEnd) -> None:
+        pass
+
+    def waiting(self, running: int) -> None:
         pass
 
 

@@ -19,7 +19,9 @@ context has an artifact store), before the trial is told.
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +86,8 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     _set(trial, ctx, schema.CONFIG, config)
     slot = ctx.slot
     gpus = server_gpus(slot.gpus, config)  # of the slot's GPUs, what the server is given
-    _set(trial, ctx, schema.WORKER, schema.WorkerTag(ctx.worker, gpus))
-    ctx.reporter.trial_started(trial.number, config.label())
+    _set(trial, ctx, schema.WORKER, schema.WorkerTag(ctx.worker, gpus, os.getpid()))
+    ctx.reporter.trial_started(trial.number, config.label(), config.as_dict())
 
     problems = incompatibilities(config, ctx.facts)
     if problems:
@@ -93,7 +95,6 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         _set(trial, ctx, schema.REASON, "incompatible")
         _set(trial, ctx, schema.MESSAGE, "; ".join(problems))
         _set(trial, ctx, schema.SUMMARY, _short("incompatible: " + "; ".join(problems)))
-        ctx.reporter.trial_finished(trial.number, "PRUNED", "; ".join(problems))
         raise optuna.TrialPruned("incompatible: " + "; ".join(problems))
 
     log_path = ctx.artifacts_root / ctx.study_name / f"trial-{trial.number:04d}" / "server.log"
@@ -181,8 +182,12 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     summary = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(spec.objectives, result, strict=True))
     summary += f" · {confirmed}" if confirmed else ""
     _set(trial, ctx, schema.SUMMARY, summary)
-    ctx.reporter.trial_finished(trial.number, "COMPLETE", summary)
     return result
+
+
+def _requests_done(ctx: TrialContext, number: int, before: int) -> Callable[[int], None]:
+    """The level's progress hook: the window's finished requests, after the level's earlier windows."""
+    return lambda done: ctx.reporter.requests_done(number, before + done)
 
 
 def _measure(
@@ -207,6 +212,8 @@ def _measure(
     for i, c in enumerate(sweep.concurrency):
         windows: list[LevelResult] = []
         last_sample: dict[str, float] = {}
+        planned = sweep.requests * sweep.repeats if sweep.requests else None
+        ctx.reporter.level_started(trial.number, i, len(sweep.concurrency), c, planned)
         for r in range(sweep.repeats):
             ctx.reporter.phase(
                 trial.number,
@@ -221,6 +228,7 @@ def _measure(
                 # the warmup runs once per level, before its first window
                 warmup=warmup_prompts(spec, source, i) if r == 0 else (),
                 expected=expected,
+                on_progress=_requests_done(ctx, trial.number, sum(w.requests for w in windows)),
             )
             expected = chunk_rate(run)
             window_s += run.window_end - run.window_start
@@ -363,13 +371,12 @@ def _record_failure(
     state: str = "FAIL",
 ) -> None:
     """Why a trial ended other than COMPLETE: its reason, message, summary and (when there is one) the
-    server log's tail, and the reporter's line."""
+    server log's tail (the worker loop reports the trial's end once it is told)."""
     _set(trial, ctx, schema.REASON, reason)
     _set(trial, ctx, schema.MESSAGE, message)
     if log_tail is not None:
         _set(trial, ctx, schema.LOG_TAIL, log_tail[-4000:])
     _set(trial, ctx, schema.SUMMARY, _short(f"{reason}: {message}"))
-    ctx.reporter.trial_finished(trial.number, state, f"{reason}: {message}")
 
 
 def _unlaunchable(trial: optuna.Trial, ctx: TrialContext) -> None:

@@ -15,7 +15,7 @@ from nova_search.analysis import median_ci
 from nova_search.artifacts import append_jsonl, request_rows
 from nova_search.db import retrying
 from nova_search.loadgen.client import Target
-from nova_search.loadgen.procs import ClientPlan, measure_level
+from nova_search.loadgen.procs import ClientPlan, Progress, measure_level
 from nova_search.loadgen.prompts import PromptSource, level_seed
 from nova_search.loadgen.runner import LevelPlan, PromptStream, take
 from nova_search.measure.metrics import HEADLINE, LevelResult, combine_repeats
@@ -48,8 +48,10 @@ def run_window(
     seed: int,
     warmup: Sequence[object],
     expected: float | None = None,
+    on_progress: Progress | None = None,
 ) -> LevelRun:
-    """Measure one window of ``seed``'s prompts at ``concurrency`` on ``target``."""
+    """Measure one window of ``seed``'s prompts at ``concurrency`` on ``target``; ``on_progress`` gets
+    its finished requests as it goes (``loadgen.procs.run_level``)."""
     sweep = spec.sweep
 
     def plan_for(attempt: int) -> LevelPlan:
@@ -67,7 +69,7 @@ def run_window(
             arrival_seed=run_seed,
         )
 
-    return measure_level(target, plan_for, client_plan(spec), expected)
+    return measure_level(target, plan_for, client_plan(spec), expected, on_progress)
 
 
 def keep_requests(path: Path, run: LevelRun, *, level: int, repeat: int, origin: float) -> None:

@@ -14,8 +14,11 @@ can hold the budget lock (``db.StorageLock``) around "count, then ask". It cover
 - a worker's GPUs are split into slots (``placement``), one ``trial.slot.Slot`` each (its servers and,
   with confirm, its resident leader); a queued trial that needs more GPUs than a
   slot holds is left for a worker that has them, and a new one never draws such a tensor_parallel_size;
+- the budget counts measurements: a configuration refused before launch is counted apart
+  (``db.budget``), so the worker asks again;
 - once the budget is used up, a worker stays while trials still run anywhere: one may belong to a
-  dead worker, and someone must run its retry;
+  dead worker, and someone must run its retry. It says so (``Reporter.waiting``), looks again every
+  ``WAIT_POLL_S`` and leaves as soon as none runs;
 - an interrupt (SIGINT, SIGTERM) stops the running servers; the trial ends FAIL ``interrupted``, and a
   second signal cannot cut the recording of that FAIL short.
 
@@ -46,12 +49,15 @@ from nova_search.artifacts import filesystem_store
 from nova_search.db import (
     LevelStore,
     StorageLock,
+    budget_spent,
+    count_refused,
     count_toward_budget,
     open_storage,
     rdb_storage,
     retrying,
     storage_retry_s,
 )
+from nova_search.db.budget import REFUSED_REASON as REFUSED
 from nova_search.db.heartbeat import Heartbeat, fail_orphans
 from nova_search.db.stages import stage_plan
 from nova_search.engine.command import engine_prefix, unresolved_references
@@ -61,7 +67,7 @@ from nova_search.search.host import host_facts
 from nova_search.search.lifecycle import load, next_stage, stage_done
 from nova_search.search.sampler import FittingSampler
 from nova_search.spec import StudySpec
-from nova_search.trial.context import NullReporter, Reporter, TrialContext
+from nova_search.trial.context import NullReporter, Reporter, TrialContext, TrialEnd
 from nova_search.trial.run import run_trial
 from nova_search.trial.slot import Slot
 from nova_search.worker.placement import NoSlot, Placement, ask_fitting, place, queued_gpus
@@ -69,6 +75,8 @@ from nova_search.worker.placement import NoSlot, Placement, ask_fitting, place, 
 log = logging.getLogger("nova_search")
 
 TrialDone = Callable[[optuna.Study, FrozenTrial], None]
+#: how often (seconds) a worker whose budget is spent looks whether trials still run elsewhere
+WAIT_POLL_S = 2.0
 #: whether a queued trial fits this worker's slots
 Fits = Callable[[FrozenTrial], bool]
 
@@ -144,6 +152,8 @@ class TableSink:
     study_name: str
     host: str
     device_name: str | None
+    #: told of each level once it is stored
+    reporter: Reporter = field(default_factory=NullReporter)
 
     def record(
         self,
@@ -167,6 +177,7 @@ class TableSink:
             engine_version=engine_version,
             argv=argv,
         )
+        self.reporter.level_measured(trial.number, level)
 
 
 def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int:
@@ -204,7 +215,7 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
         artifacts_root=artifacts_root,
         artifact_store=filesystem_store(artifacts_root),
         reporter=opts.reporter,
-        sink=TableSink(store, study.study_name, socket.gethostname(), facts.device_name),
+        sink=TableSink(store, study.study_name, socket.gethostname(), facts.device_name, opts.reporter),
         cancel=threading.Event(),
         storage_retry_s=opts.storage_retry_s,
     )
@@ -262,22 +273,44 @@ def _run_groups(
 
 
 def _ask_locked(
-    study: optuna.Study, lock: StorageLock, budget: int, fits: Fits | None = None
+    study: optuna.Study,
+    lock: StorageLock,
+    budget: int,
+    fits: Fits | None = None,
+    reporter: Reporter | None = None,
 ) -> optuna.Trial | None:
     """Count, then ask, under the lock: the first queued trial that ``fits`` this worker, else a new one."""
     with lock:
-        if count_toward_budget(study.get_trials(deepcopy=False)) >= budget:
+        trials = study.get_trials(deepcopy=False)
+        if budget_spent(trials, budget):
+            refused = count_refused(trials)
+            if count_toward_budget(trials) < budget:
+                log.warning(
+                    "%d configurations were refused by the compatibility table before launch (the limit "
+                    "for a budget of %d): no new trial is drawn; narrow the search space",
+                    refused,
+                    budget,
+                )
             return None
-        return study.ask() if fits is None else ask_fitting(study, fits)
+        trial = study.ask() if fits is None else ask_fitting(study, fits)
+    if reporter is not None:
+        reporter.budget(count_toward_budget(trials) + 1, budget, count_refused(trials))
+    return trial
 
 
 def ask_within_budget(
-    study: optuna.Study, lock: StorageLock, budget: int, window: float = 0.0, fits: Fits | None = None
+    study: optuna.Study,
+    lock: StorageLock,
+    budget: int,
+    window: float = 0.0,
+    fits: Fits | None = None,
+    reporter: Reporter | None = None,
 ) -> optuna.Trial | None:
     """Count, then ask, under the lock; the trial's first heartbeat is recorded at once. Each is
     retried on its own (for ``window`` seconds): a heartbeat write cut by the network must not ask
-    again and leave the first trial an orphan."""
-    trial = retrying(lambda: _ask_locked(study, lock, budget, fits), window, "ask for a trial in")
+    again and leave the first trial an orphan. A configuration refused before launch is not counted
+    (``db.budget``), up to ``refused_limit(budget)`` of them."""
+    trial = retrying(lambda: _ask_locked(study, lock, budget, fits, reporter), window, "ask for a trial in")
     if trial is not None:
         storage = rdb_storage(study)
         retrying(lambda: storage.record_heartbeat(trial._trial_id), window, "record a heartbeat in")
@@ -302,6 +335,7 @@ def _run_slot(
     def fits(t: FrozenTrial) -> bool:
         return placement.fits(queued_gpus(t, spec, ctx.stage, ctx.base_config))
 
+    waited_for = 0  # the running trials last reported while waiting
     try:
         while not stop.is_set():
             if opts.deadline is not None and time.monotonic() >= opts.deadline:
@@ -313,15 +347,19 @@ def _run_slot(
                 counter[0] += 1
             retrying(lambda: fail_stale_trials(study), window, "check for stale trials in")
             retrying(lambda: fail_orphans(study, storage), window, "check for orphaned trials in")
-            trial = ask_within_budget(study, lock, budget, window, fits)
+            trial = ask_within_budget(study, lock, budget, window, fits, ctx.reporter)
             if trial is None:
                 with counter_lock:
                     counter[0] -= 1
                 # The budget is used up, but a RUNNING trial may belong to a dead worker: once its
                 # heartbeat goes stale it fails and is re-queued, and someone must run the retry. Stay
-                # until no trial runs.
-                if retrying(lambda: _any_running(study), window, "read the running trials in"):
-                    stop.wait(storage.heartbeat_interval or 30)
+                # until no trial runs, looking often: a worker whose wait is over leaves at once.
+                running = retrying(lambda: _running_count(study), window, "read the running trials in")
+                if running:
+                    if running != waited_for:
+                        ctx.reporter.waiting(running)
+                        waited_for = running
+                    stop.wait(WAIT_POLL_S)
                     continue
                 return
             _run_one(study, trial, ctx, window, opts)
@@ -329,11 +367,11 @@ def _run_slot(
         ctx.slot.close()  # the slot's leader (confirm) goes with it
 
 
-def _any_running(study: optuna.Study) -> bool:
-    """Whether a trial of the study is RUNNING, read from the database itself, not through Optuna's
+def _running_count(study: optuna.Study) -> int:
+    """How many trials of the study are RUNNING, read from the database itself, not through Optuna's
     trial cache: a worker that waits on this must see another worker's tell."""
     running = rdb_storage(study).get_all_trials(study._study_id, deepcopy=False, states=(TrialState.RUNNING,))
-    return bool(running)
+    return len(running)
 
 
 def _run_one(
@@ -353,22 +391,60 @@ def _run_one(
     except KeyboardInterrupt:
         with signals_deferred():
             _tell(study, trial, TrialState.FAIL, None, window)
+        _report_end(study, trial, ctx.reporter)
         raise
     except Exception as e:  # noqa: BLE001 - an unexpected error fails the trial, not the worker
         log.exception("trial %s failed unexpectedly", trial.number)
         message = f"{type(e).__name__}: {e}"[:500]
         _best_effort(lambda: schema.REASON.write(trial, "internal"))
         _best_effort(lambda: schema.MESSAGE.write(trial, message))
-        ctx.reporter.trial_finished(trial.number, "FAIL", f"internal: {message}")
     if ctx.cancel.is_set():
         state, values = TrialState.FAIL, None
     with signals_deferred():
         _tell(study, trial, state, values, window)
-    if opts.on_trial_done is not None:
+    frozen = _report_end(study, trial, ctx.reporter)
+    if opts.on_trial_done is not None and frozen is not None:
         try:
-            opts.on_trial_done(study, study._storage.get_trial(trial._trial_id))
+            opts.on_trial_done(study, frozen)
         except Exception as e:  # noqa: BLE001 - a view of the study never costs the study
             log.warning("after trial %s: %s: %s", trial.number, type(e).__name__, e)
+
+
+def trial_end(t: FrozenTrial) -> TrialEnd:
+    """How a told trial ended, from what it recorded: its state, values, reason and summary."""
+    reason = schema.REASON.read(t.user_attrs)
+    message = schema.MESSAGE.read(t.user_attrs)
+    summary = schema.SUMMARY.read(t.user_attrs)
+    state = t.state.name
+    if state == "COMPLETE":
+        detail = summary or ", ".join(f"{v:.4g}" for v in t.values or ())
+    else:
+        detail = f"{reason or 'unknown'}: {message or ''}".rstrip(": ")
+    constraints = t.system_attrs.get("constraints")
+    feasible = state == "COMPLETE" and all(c <= 0 for c in constraints or ())
+    return TrialEnd(
+        number=t.number,
+        state=state,
+        detail=detail,
+        values=tuple(t.values) if t.values is not None else None,
+        reason=reason,
+        feasible=feasible,
+        launched=reason != REFUSED,
+    )
+
+
+def _report_end(study: optuna.Study, trial: optuna.Trial, reporter: Reporter) -> FrozenTrial | None:
+    """Tells the reporter how the trial ended (read back as told); returns the told trial."""
+    try:
+        frozen = study._storage.get_trial(trial._trial_id)
+    except Exception as e:  # noqa: BLE001 - a report never costs the study
+        log.warning("after trial %s: %s: %s", trial.number, type(e).__name__, e)
+        return None
+    try:
+        reporter.trial_finished(trial_end(frozen))
+    except Exception as e:  # noqa: BLE001
+        log.warning("reporting trial %s: %s: %s", trial.number, type(e).__name__, e)
+    return frozen
 
 
 def _tell(

@@ -12,6 +12,7 @@ from rich.console import Console
 from nova_search.cli._common import fail
 from nova_search.errors import EngineError, SpecError
 from nova_search.report.progress import RichReporter
+from nova_search.trial.context import TrialEnd
 
 BRACKETS = "give engine.command (e.g. [vllm, serve]); name '[/x]' and [bold]x"
 
@@ -29,7 +30,7 @@ def test_trial_lines_keep_brackets() -> None:
     console = Console(file=out, width=400, log_path=False, log_time=False, color_system=None)
     with RichReporter(console, total=2) as reporter:
         reporter.trial_started(0, "kv_cache_dtype=[auto]")
-        reporter.trial_finished(0, "FAIL", "server exited 1: [rank0]: CUDA error; [/x]")
+        reporter.trial_finished(TrialEnd(0, "FAIL", "server exited 1: [rank0]: CUDA error; [/x]"))
     lines = [line.rstrip() for line in out.getvalue().splitlines()]
     assert "trial 0: kv_cache_dtype=[auto]" in lines
     assert any(
