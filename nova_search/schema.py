@@ -143,19 +143,26 @@ def decode_reference(d: Any) -> ReferenceOutputs:
 
 @dataclass(frozen=True)
 class WorkerTag:
-    """Where a trial ran: the worker's host and the GPUs its server was given."""
+    """Where a trial ran: the worker's host, the GPUs its server was given, and the worker's process id
+    (None in trials recorded before it was kept): host and pid tell two workers of one host apart."""
 
     host: str
     gpus: tuple[int, ...] = ()
+    pid: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "gpus": list(self.gpus)}
+        d: dict[str, Any] = {"host": self.host, "gpus": list(self.gpus)}
+        if self.pid is not None:
+            d["pid"] = self.pid
+        return d
 
     @classmethod
     def from_dict(cls, d: Any) -> WorkerTag:
         d = _mapping(d)
         gpus = tuple(int(g) for g in d.get("gpus") or () if isinstance(g, int) and not isinstance(g, bool))
-        return cls(str(d.get("host") or "unknown host"), gpus)
+        pid = d.get("pid")
+        pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+        return cls(str(d.get("host") or "unknown host"), gpus, pid)
 
 
 @dataclass(frozen=True)
