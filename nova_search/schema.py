@@ -18,9 +18,12 @@ Trial user attributes (``nova:*``)::
     reason, message   why it ended FAIL/PRUNED     log_tail          the end of the server log
     server_log        the log's path on the worker
     paired            windows measured again against the leader (confirm): per level, both sides
+    deploy_argv       the deployable ``vllm serve`` argv (no API key file, host or port)
 
 Study user attributes: ``spec`` (the validated spec, secrets redacted), ``stage``, ``parent`` and
-``base`` (a staged study's links, see ``study``).
+``base`` (a staged study's links, see ``study``), ``deploy`` (the deploy answer as JSON, with its
+``schema_version``: ``results.deploy``; on every stage's study of a staged one, for scripts that read
+it with Optuna alone).
 """
 
 from __future__ import annotations
@@ -221,6 +224,7 @@ MESSAGE: Attr[str] = _attr("message", _same, _text)
 LOG_TAIL: Attr[str] = _attr("log_tail", _same, _text)
 SERVER_LOG: Attr[str] = _attr("server_log", _same, _text)
 PAIRED: Attr[Paired] = _attr("paired", Paired.as_dict, lambda v: Paired.from_dict(_mapping(v)))
+DEPLOY_ARGV: Attr[tuple[str, ...]] = _attr("deploy_argv", list, _texts)
 
 # ---------------------------------------------------------------- study attributes
 
@@ -228,12 +232,14 @@ SPEC: Attr[dict[str, Any]] = _attr("spec", _same, _mapping)
 STAGE: Attr[str] = _attr("stage", _same, _text)
 PARENT: Attr[str] = _attr("parent", _same, _text)
 BASE: Attr[StageBase] = _attr("base", StageBase.as_dict, StageBase.from_dict)
+#: the deploy answer's JSON (``results.deploy.DeployAnswer``, versioned by its own ``schema_version``)
+DEPLOY: Attr[dict[str, Any]] = _attr("deploy", _same, _mapping)
 
 TRIAL_ATTRS: tuple[Attr[Any], ...] = (
     ROLE, CONFIG, ARGV, LEVELS, REPEATS, INTERVALS, SATURATION, REFERENCE, WARNINGS, TIMING,
-    ENGINE_VERSION, WORKER, SUMMARY, REASON, MESSAGE, LOG_TAIL, SERVER_LOG, PAIRED,
+    ENGINE_VERSION, WORKER, SUMMARY, REASON, MESSAGE, LOG_TAIL, SERVER_LOG, PAIRED, DEPLOY_ARGV,
 )  # fmt: skip
-STUDY_ATTRS: tuple[Attr[Any], ...] = (SPEC, STAGE, PARENT, BASE)
+STUDY_ATTRS: tuple[Attr[Any], ...] = (SPEC, STAGE, PARENT, BASE, DEPLOY)
 
 
 def role_of(attrs: Mapping[str, Any]) -> str:

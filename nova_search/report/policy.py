@@ -1,5 +1,7 @@
-"""The verdict and the deployment policy as text: rows first (pure, tested), then markdown (the
-dashboard's study note) and rich tables (``nova-search policy --format table``) from the same rows."""
+"""The verdict, the deployment policy and the deploy answer as text: rows first (pure, tested), then
+markdown (the dashboard's study note) and rich tables (``nova-search policy --format table``) from the
+same rows. ``answer_lines`` and ``answer_markdown`` show ``results.deploy.DeployAnswer``, the one
+answer to "what do I run?", identically in ``policy``, ``status`` and the study note."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 from nova_search.analysis.verdict import STATUS_TEXT, DrafterVerdict, LevelGain, PolicyRange, Verdict
 from nova_search.report.markdown import table as md_table
+from nova_search.results.deploy import EVIDENCE_TEXT, DeployAnswer, DeployRange
 
 
 def _pct(v: float | None) -> str:
@@ -109,3 +112,99 @@ def verdict_json(v: Verdict, study: str) -> dict[str, Any]:
     """The JSON of ``nova-search policy --format json``: the verdict, with the policy's ranges first."""
     d = v.as_dict()
     return {"study": study, "policy": d.pop("policy"), "schedule": d.pop("schedule"), **d}
+
+
+# ---------------------------------------------------------------- the deploy answer
+
+
+def deploy_what(r: DeployRange) -> str:
+    """What a range deploys, in words: ``tuned`` or ``ngram k=3``."""
+    c = r.configuration
+    return "tuned" if c.choice == "tuned" else f"{c.method} k={c.num_speculative_tokens}"
+
+
+def answer_heading(a: DeployAnswer) -> str:
+    """One line: what the answer is ranked by and against what."""
+    if a.metric is None:
+        return f"study {a.study}: nothing to rank by"
+    direction = "higher" if a.higher_is_better else "lower"
+    return (
+        f"ranked by {a.metric} ({direction} is better), against the tuned baseline (trial {a.tuned or '–'}); "
+        f"vLLM {a.vllm_version or 'unknown'} on {a.device or 'an unrecorded device'}, "
+        f"nova-search {a.nova_version}"
+    )
+
+
+def answer_rows(a: DeployAnswer) -> list[list[str]]:
+    """Per range: concurrency, what, trial, evidence (status: sentence)."""
+    return [
+        [
+            r.label,
+            deploy_what(r),
+            r.configuration.trial,
+            f"{EVIDENCE_TEXT[r.evidence.status]}: {r.evidence.text}",
+        ]
+        for r in a.ranges
+    ]
+
+
+ANSWER_HEADERS = ["concurrency", "deploy", "trial", "evidence"]
+
+
+def export_commands(a: DeployAnswer) -> list[tuple[str, str]]:
+    """(what for, the export command): one for the whole policy, or one per range when it switches
+    configuration by load."""
+    if a.export is None:
+        return []
+    if a.switches_by_load:
+        return [(f"export for {r.label}", r.export.display) for r in a.ranges]
+    return [("export", a.export.display)]
+
+
+def answer_lines(a: DeployAnswer) -> list[str]:
+    """The answer as plain text lines (``status`` ends with them; ``policy`` starts with them)."""
+    lines = ["What to deploy: " + answer_heading(a)]
+    if not a.ranges:
+        return lines + [f"  nothing yet: {a.reason}"]
+    for r, row in zip(a.ranges, answer_rows(a), strict=True):
+        lines.append(f"  {row[0]}: {row[1]}, trial {row[2]} ({row[3]})")
+        lines.append(f"    {r.command}")
+    if a.schedule:
+        lines.append(
+            f"  one server, dynamic schedule {json.dumps([list(x) for x in a.schedule])}: {a.schedule_note}"
+        )
+    lines += [f"  {what}: {command}" for what, command in export_commands(a)]
+    if a.export_needs:
+        lines.append(f"  before deploying: {a.export_needs}")
+    return lines
+
+
+def answer_markdown(a: DeployAnswer) -> str:
+    """The answer as the study note's first section."""
+    parts = ["## What to deploy", "", answer_heading(a) + ".", ""]
+    if not a.ranges:
+        return "\n".join([*parts, f"Nothing yet: {a.reason}", ""])
+    parts += [md_table(ANSWER_HEADERS, answer_rows(a), text=ANSWER_HEADERS), ""]
+    for r in a.ranges:
+        parts += [
+            f"**{r.label}** ({deploy_what(r)}, trial {r.configuration.trial}):",
+            "",
+            _fence(r.command),
+            "",
+        ]
+    if a.schedule:
+        parts += [
+            f"One server, dynamic schedule `{json.dumps([list(x) for x in a.schedule])}`: {a.schedule_note}.",
+            "",
+        ]
+    parts += [f"- {what}: `{command}`" for what, command in export_commands(a)]
+    if a.export_needs:
+        parts.append(f"- before deploying: {a.export_needs}")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def _fence(text: str) -> str:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}bash\n{text}\n{fence}"

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from nova_search.analysis.verdict import Verdict
-from nova_search.engine.command import API_SERVER_MODULE
+from nova_search.engine.command import API_SERVER_MODULE, deployable_argv
 from nova_search.errors import NovaError, SpecError
 from nova_search.results.trials import StudyResults, TrialResult
 
@@ -100,6 +100,16 @@ def _value(flags: tuple[str, ...] | list[str], flag: str) -> str | None:
         if a.startswith(flag + "="):
             return a.split("=", 1)[1]
     return None
+
+
+def serve_argv(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The deployable argv of one trial's stored launch argv: ``vllm serve MODEL FLAGS`` without the
+    API key file, host, port or nova's own flags (what ``launch_of_trial(trial).argv`` gives); () for
+    a trial that never launched."""
+    if not argv:
+        return ()
+    _entry, model, flags = split_launch(deployable_argv(argv))
+    return ("vllm", "serve", *((model,) if model else ()), *flags)
 
 
 def launch_of_trial(trial: TrialResult, source: str | None = None) -> Launch:
