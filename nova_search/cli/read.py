@@ -60,9 +60,18 @@ def policy_cmd(
     study: StudyArg,
     storage: StorageOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="table, json or yaml.")] = "table",
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write",
+            help="Also store the deploy answer in the study (attribute nova:deploy, for scripts); workers "
+            "write it when a stage ends.",
+        ),
+    ] = False,
 ) -> None:
-    """The speculative verdict per drafter and concurrency, and the deployment policy: which
-    configuration to run in each concurrency range (speculation only where it is verified better)."""
+    """What to deploy (the deploy answer: concurrency ranges, each range's configuration, command and
+    evidence, the export command), then the speculative verdict per drafter and concurrency behind it
+    (speculation only where it is verified better)."""
     import json
 
     import yaml
@@ -72,20 +81,29 @@ def policy_cmd(
         DRAFTER_HEADERS,
         POLICY_HEADERS,
         TRADEOFF_HEADERS,
+        answer_lines,
         drafter_rows,
         header_lines,
         policy_rows,
         tradeoff_rows,
         verdict_json,
     )
+    from nova_search.results.deploy import deploy_answer
     from nova_search.results.serialize import dumps_json
     from nova_search.results.speculation import verdict_of
 
     choice("--format", fmt, POLICY_FORMATS)
     results = _load(study, storage)
     verdict = verdict_of(results)
+    answer = deploy_answer(results, verdict)
+    if write:
+        _write_answer(study, storage)
     if fmt != "table":
-        text = dumps_json(verdict_json(verdict, study))
+        # the deploy answer (schema_version), then the verdict's details it rests on (drafters, policy)
+        doc = answer.as_json() | {
+            k: v for k, v in verdict_json(verdict, study).items() if k not in answer.as_json()
+        }
+        text = dumps_json(doc)
         emit(text if fmt == "json" else yaml.safe_dump(json.loads(text), sort_keys=False, width=1000))
         return
 
@@ -97,6 +115,9 @@ def policy_cmd(
             t.add_row(*r)
         return t
 
+    for line in answer_lines(answer):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print("")
     for line in header_lines(verdict):
         console.print(line)
     if verdict.drafters:
@@ -104,20 +125,30 @@ def policy_cmd(
     for d in verdict.drafters:
         if d.tradeoffs:
             console.print(table(f"Latency tradeoffs: {d.method}", TRADEOFF_HEADERS, tradeoff_rows(d)))
-    rows = policy_rows(verdict)
-    console.print(table("Deployment policy", POLICY_HEADERS[:-1], [r[:-1] for r in rows]))
-    for r in rows:
-        console.print(f"[bold]{escape(r[0])}[/] ({escape(r[1])}):", markup=True)
-        console.print("  " + r[-1], markup=False, soft_wrap=True)
+    # the ranges as the verdict built them, with their gains (their commands are in the answer above)
+    rows = [r[:-1] for r in policy_rows(verdict)]
+    console.print(table("Deployment policy", POLICY_HEADERS[:-1], rows))
     if verdict.schedule:
         console.print(
-            "dynamic schedule (num_speculative_tokens_per_batch_size): "
-            + json.dumps([list(x) for x in verdict.schedule])
-            + f" ({verdict.schedule_note})"
+            f"dynamic schedule: {json.dumps([list(x) for x in verdict.schedule])} ({verdict.schedule_note})"
         )
     for note in verdict.notes:
         console.print(f"[yellow]{escape(note)}[/]")
-    console.print(f"deploy it: nova-search export {study} --storage ... [--model REAL_MODEL] [--format k8s]")
+
+
+def _write_answer(study: str, storage: str | None) -> None:
+    """The deploy answer stored in the study (``results.deploy.write_answer``)."""
+    from nova_search.db import mask, open_storage, storage_errors
+    from nova_search.results.deploy import write_answer
+
+    url = storage_url(storage, None)
+    db = open_storage(url, read_only=True)
+    try:
+        with storage_errors(url, f"write the deploy answer of {study!r} in"):
+            write_answer(db, url, study)
+    finally:
+        db.engine.dispose()
+    err_console.print(f"stored the deploy answer of {study} (nova:deploy) in {mask(url)}", highlight=False)
 
 
 @app.command("best")
@@ -231,14 +262,30 @@ def export_cmd(
     ] = False,
     name: Annotated[str, typer.Option("--name", help="Service / Deployment name (compose, k8s).")] = "vllm",
     image: Annotated[
-        str | None, typer.Option("--image", help="Container image (default: vllm/vllm-openai).")
+        str | None,
+        typer.Option(
+            "--image",
+            help="Container image, a vLLM build for the device (default: vLLM's image for the device).",
+        ),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device",
+            help="cuda or cpu: where it will run. Default: the device the study measured on; another "
+            "is refused (a CPU study says nothing about a GPU).",
+        ),
     ] = None,
 ) -> None:
     """Print what to deploy: by default the study's deployment policy (the same answer as `policy`),
-    else one trial; as a vllm command, a compose service or a Kubernetes Service and Deployment."""
+    else one trial; as a vllm command, a compose service or Kubernetes manifests (a volume claim for
+    the model, a Service and a Deployment; the header says which Secret to create first)."""
+    from nova_search.results.deploy import deploy_answer
     from nova_search.results.export import (
+        DEVICES,
         EXPORT_FORMATS,
         deployable,
+        device_of,
         launch_of_policy,
         launch_of_trial,
         render,
@@ -246,16 +293,23 @@ def export_cmd(
     from nova_search.results.speculation import verdict_of
 
     choice("--format", fmt, EXPORT_FORMATS)
+    if device is not None:
+        choice("--device", device, DEVICES)
     results = _load(study, storage)
     if trial is None:
-        launch = launch_of_policy(results, verdict_of(results), concurrency)
+        # the deploy answer's launch: the one `policy`, `status`, the report and the study note show
+        verdict = verdict_of(results)
+        answer = deploy_answer(results, verdict)
+        if not answer.ranges:
+            raise NovaError(f"study {study!r}: nothing to deploy: {answer.reason}")
+        launch = launch_of_policy(results, verdict, concurrency)
     else:
         try:
             chosen = results.trial(trial)
         except KeyError as e:
             raise SpecError(f"--trial: {e.args[0]}") from None
-        launch = launch_of_trial(chosen)
-    ready = deployable(launch, model=model, as_measured=as_measured)
+        launch = launch_of_trial(chosen, device=device_of(results))
+    ready = deployable(launch, model=model, as_measured=as_measured, device=device)
     emit(render(ready, fmt, name=name, image=image))
 
 
@@ -268,14 +322,18 @@ def status_cmd(
     """Trials by state, workers seen recently, the best so far per objective, the tuned baseline, ETA."""
     from dataclasses import asdict
 
+    from nova_search.report.policy import answer_lines
     from nova_search.report.status import status_lines, study_status
+    from nova_search.results.deploy import deploy_answer
     from nova_search.results.serialize import dumps_json
 
-    st = study_status(_load(study, storage))
+    results = _load(study, storage)
+    st = study_status(results)
+    answer = deploy_answer(results)  # status ends with what to deploy so far
     if as_json:
-        emit(dumps_json(asdict(st) | {"remaining": st.remaining}))
+        emit(dumps_json(asdict(st) | {"remaining": st.remaining, "deploy": answer.as_json()}))
         return
-    emit("\n".join(status_lines(st)))
+    emit("\n".join(status_lines(st) + answer_lines(answer)))
 
 
 @app.command("report")

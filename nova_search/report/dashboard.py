@@ -196,6 +196,7 @@ def study_note_markdown(results: StudyResults, policy_markdown: str | None = Non
     cost = gpu_time(results)
     parts = [
         f"# {results.study_name}",
+        _deploy_markdown(results),  # the note opens with what to deploy (results.deploy)
         f"{len(results.trials)} trials: "
         + (", ".join(f"{n} {s}" for s, n in sorted(states.items())) or "none yet")
         + budget
@@ -429,6 +430,18 @@ def rewrite_notes(study_name: str, storage_url: str) -> int:
     finally:
         storage.engine.dispose()
     return written
+
+
+def _deploy_markdown(results: StudyResults) -> str:
+    """The deploy answer, the study note's first section (the one ``policy`` prints); never raises."""
+    from nova_search.report.policy import answer_markdown
+    from nova_search.results.deploy import deploy_answer
+
+    try:
+        return answer_markdown(deploy_answer(results)).strip()
+    except Exception as e:  # noqa: BLE001 - the note goes out without it, never fails
+        log.warning("no deploy answer in the study note: %s: %s", type(e).__name__, e)
+        return f"## What to deploy\n\nNot computed: {type(e).__name__}: {e}"
 
 
 def _policy_markdown(results: StudyResults) -> str | None:

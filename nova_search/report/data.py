@@ -30,6 +30,7 @@ from nova_search.report.convergence import (
     param_importances,
 )
 from nova_search.results.cost import GpuTime, gpu_time
+from nova_search.results.deploy import DeployAnswer, deploy_answer
 from nova_search.results.select import ranked_plain, stock_trial, tuned_baseline
 from nova_search.results.speculation import verdict_of
 from nova_search.results.trials import StudyResults, TrialResult
@@ -160,6 +161,8 @@ class ReportData:
     speculative: tuple[SpeculativeRow, ...] = ()
     #: where the study's GPU time went (results.cost)
     gpu_time: GpuTime = field(default_factory=GpuTime)
+    #: what to deploy (results.deploy): the report's first section
+    deploy: DeployAnswer | None = None
 
 
 @dataclass(frozen=True)
@@ -403,10 +406,14 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
     if not saturation:
         notes.append("No trial measured two or more levels: saturation cannot be judged.")
     verdict = None
+    full = verdict_of(results) if results.objectives else None
     if any(t.speculative for t in complete):
-        verdict = verdict_of(results)
+        verdict = full
     else:
-        notes.append("No speculative trial completed: no verdict and no policy.")
+        notes.append(
+            "No speculative trial completed: no verdict on speculation (What to deploy, the first section, "
+            "says what to run)."
+        )
     return ReportData(
         study_name=results.study_name,
         storage=results.storage,
@@ -428,4 +435,5 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
         trials=tuple(trial_rows(results)),
         notes=tuple(notes),
         gpu_time=gpu_time(results),
+        deploy=deploy_answer(results, full),
     )

@@ -1,6 +1,12 @@
 """The report as one self-contained HTML file: plotly figures drawn from ``report.data`` records,
 the same data as HTML tables, and plain sentences wherever data is missing.
 
+Each section is a small function from ``ReportData`` to a ``Section`` of typed parts (a paragraph, a
+note on what is missing, a table, a figure, a command); the HTML is the Jinja2 templates in
+``report/templates`` (autoescaping on: every text is escaped, only plotly's own figure markup is
+trusted). The report opens with "What to deploy", the deploy answer (``results.deploy``) that
+``policy``, ``status``, the study note and ``export`` give too.
+
 plotly.js is inlined once (in ``<head>``), every figure is a ``plotly.io.to_html(full_html=False,
 include_plotlyjs=False)`` div, so the file opens offline. ``write_report`` writes atomically (a
 temporary file in the same folder, then ``os.replace``).
@@ -8,16 +14,19 @@ temporary file in the same folder, then ``os.replace``).
 
 from __future__ import annotations
 
-import html
 import json
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import plotly.graph_objects as go
 import plotly.io as pio
+from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
 from nova_search.files import write_atomic
@@ -31,10 +40,15 @@ from nova_search.report.figures import (
     panel_figure,
 )
 from nova_search.report.policy import (
+    ANSWER_HEADERS,
     DRAFTER_HEADERS,
     POLICY_HEADERS,
     TRADEOFF_HEADERS,
+    answer_heading,
+    answer_rows,
+    deploy_what,
     drafter_rows,
+    export_commands,
     header_lines,
     policy_rows,
     tradeoff_rows,
@@ -49,6 +63,7 @@ h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f3f3f3; } td.text { text-align: left; }
+pre { background: #f6f6f6; padding: 0.5em 0.8em; white-space: pre-wrap; word-break: break-all; }
 p.missing { color: #8a4b00; background: #fff6e5; padding: 0.4em 0.8em; border-left: 3px solid #e0a030; }
 """
 
@@ -65,26 +80,51 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "") -> str:
-    """An HTML table; every cell escaped, numbers to 4 significant digits, None as a dash."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = []
-    for row in rows:
-        cells = []
-        for v in row:
-            text_cls = ' class="text"' if isinstance(v, str) else ""
-            cells.append(f"<td{text_cls}>{html.escape(_fmt(v))}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+# ---------------------------------------------------------------- a section's parts (drawn by the templates)
 
 
-def _missing(text: str) -> str:
-    return f'<p class="missing">{html.escape(text)}</p>'
+@dataclass(frozen=True)
+class Part:
+    #: which template macro draws it: p, missing, table, figure, h3, code, pre
+    kind: str
+    text: str = ""
+    #: a table's header cells and rows of (text, is_text) cells, and its CSS class
+    headers: tuple[str, ...] = ()
+    rows: tuple[tuple[tuple[str, bool], ...], ...] = ()
+    cls: str = ""
+    #: a figure's plotly div (trusted: plotly's own markup)
+    html: Markup = Markup("")
+    #: a paragraph with inline code: text, then code, then after
+    code: str = ""
+    after: str = ""
 
 
-def _div(fig: go.Figure) -> str:
+@dataclass(frozen=True)
+class Section:
+    title: str
+    parts: tuple[Part, ...]
+    #: the section element's id, where a reader (or a test) looks for it
+    id: str = ""
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "") -> Part:
+    """A table part; numbers to 4 significant digits, None as a dash, text cells left-aligned."""
+    cells = tuple(tuple((_fmt(v), isinstance(v, str)) for v in row) for row in rows)
+    return Part("table", headers=tuple(headers), rows=cells, cls=cls)
+
+
+def _p(text: str) -> Part:
+    return Part("p", text=text)
+
+
+def _missing(text: str) -> Part:
+    return Part("missing", text=text)
+
+
+def _div(fig: go.Figure) -> Part:
     fig.update_layout(template="plotly_white", margin={"l": 60, "r": 20, "t": 50, "b": 50})
-    return pio.to_html(fig, full_html=False, include_plotlyjs=False, config={"displaylogo": False})
+    html = pio.to_html(fig, full_html=False, include_plotlyjs=False, config={"displaylogo": False})
+    return Part("figure", html=Markup(html))  # noqa: S704 - plotly's own markup, no study text in it unescaped
 
 
 # ---------------------------------------------------------------- figures (from data only)
@@ -202,34 +242,78 @@ def acceptance_figure(data: ReportData) -> go.Figure | None:
 # ---------------------------------------------------------------- sections
 
 
-def _section(title: str, parts: list[str]) -> str:
-    return f"<section><h2>{html.escape(title)}</h2>{''.join(parts)}</section>"
+def _section(title: str, parts: list[Part], id: str = "") -> Section:
+    return Section(title, tuple(parts), id)
 
 
-def _with_figure(parts: list[str], make: Callable[[ReportData], go.Figure | None], data: ReportData) -> None:
+def _with_figure(parts: list[Part], make: Callable[[ReportData], go.Figure | None], data: ReportData) -> None:
     fig = make(data)
     if fig is not None:
         parts.append(_div(fig))
 
 
-def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
-    """The whole report as one HTML document (plotly.js inlined once)."""
-    generated = generated or datetime.now()
-    sections = [section(data) for section in SECTIONS]
-    title = f"nova-search report: {data.study_name}"
-    stamp = generated.strftime("%Y-%m-%d %H:%M:%S")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
-        f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>'
-        f"<h1>{html.escape(title)}</h1>"
-        f"<p>Generated {html.escape(stamp)} from {html.escape(data.storage)}.</p>"
-        + "".join(sections)
-        + "</body></html>\n"
+@cache
+def _templates() -> jinja2.Environment:
+    """The report's templates, shipped in the package (package data), autoescaping always on."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("nova_search.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
     )
 
 
-def summary_section(data: ReportData) -> str:
+def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
+    """The whole report as one HTML document (plotly.js inlined once)."""
+    generated = generated or datetime.now()
+    return (
+        _templates()
+        .get_template("report.html.j2")
+        .render(
+            title=f"nova-search report: {data.study_name}",
+            stamp=generated.strftime("%Y-%m-%d %H:%M:%S"),
+            storage=data.storage,
+            css=Markup(_CSS),
+            plotlyjs=Markup(get_plotlyjs()),  # noqa: S704 - plotly's own library
+            sections=[section(data) for section in SECTIONS],
+        )
+    )
+
+
+def deploy_section(data: ReportData) -> Section:
+    """What to deploy: the deploy answer, as ``policy`` prints it."""
+    title = "What to deploy"
+    a = data.deploy
+    if a is None:
+        return _section(title, [_missing("No deploy answer: the study has no objectives.")], "deploy")
+    parts = [_p(answer_heading(a) + ".")]
+    if not a.ranges:
+        return _section(title, [*parts, _missing(f"Nothing to deploy yet: {a.reason}")], "deploy")
+    parts.append(table(ANSWER_HEADERS, answer_rows(a), "deploy"))
+    for r in a.ranges:
+        parts += [
+            _p(f"{r.label} ({deploy_what(r)}, trial {r.configuration.trial}):"),
+            Part("pre", text=r.command),
+        ]
+    if a.schedule:
+        parts.append(
+            Part(
+                "code",
+                text="One server, dynamic schedule (num_speculative_tokens_per_batch_size): ",
+                code=json.dumps([list(x) for x in a.schedule]),
+                after=f" ({a.schedule_note})",
+            )
+        )
+    for what, command in export_commands(a):
+        parts += [_p(f"{what}:"), Part("pre", text=command)]
+    if a.export_needs:
+        parts.append(_missing(f"Before deploying: {a.export_needs}"))
+    return _section(title, parts, "deploy")
+
+
+def summary_section(data: ReportData) -> Section:
     objs = ", ".join(f"{o.name} ({o.direction})" for o in data.objectives) or "none"
     rows = [[data.study_name, data.storage, objs, data.stock_trial, data.tuned_trial]]
     parts = [table(["study", "storage", "objectives", "stock trial", "tuned trial"], rows, "summary")]
@@ -237,7 +321,7 @@ def summary_section(data: ReportData) -> str:
     return _section("Summary", parts)
 
 
-def throughput_section(data: ReportData) -> str:
+def throughput_section(data: ReportData) -> Section:
     title = "Stock vs tuned: output throughput"
     if not data.throughput:
         return _section(title, [_missing("No stock baseline and no tuned trial measured any level.")])
@@ -280,33 +364,39 @@ def speculative_rows(data: ReportData) -> list[list[Any]]:
     ]
 
 
-def verdict_section(data: ReportData) -> str:
+def verdict_section(data: ReportData) -> Section:
     title = "Stock vs tuned vs speculative, the verdict and the policy"
     v = data.verdict
     if v is None:
-        return _section(title, [_missing("No speculative trial completed: no verdict and no policy.")])
-    parts = ["".join(f"<p>{html.escape(line)}</p>" for line in header_lines(v))]
+        missing = (
+            "No speculative trial completed: no verdict on speculation (What to deploy says what to run)."
+        )
+        return _section(title, [_missing(missing)])
+    parts = [_p(line) for line in header_lines(v)]
     parts.append(table(SPECULATIVE_HEADERS, speculative_rows(data), "speculative"))
     if v.drafters:
-        parts.append("<h3>Drafters</h3>" + table(DRAFTER_HEADERS, drafter_rows(v), "drafters"))
+        parts += [Part("h3", text="Drafters"), table(DRAFTER_HEADERS, drafter_rows(v), "drafters")]
     for d in v.drafters:
         if d.tradeoffs:
-            parts.append(
-                f"<h3>Latency tradeoffs: {html.escape(d.method)}</h3>"
-                + table(TRADEOFF_HEADERS, tradeoff_rows(d), "tradeoffs")
-            )
-    parts.append("<h3>Deployment policy</h3>" + table(POLICY_HEADERS, policy_rows(v), "policy"))
+            parts += [
+                Part("h3", text=f"Latency tradeoffs: {d.method}"),
+                table(TRADEOFF_HEADERS, tradeoff_rows(d), "tradeoffs"),
+            ]
+    parts += [Part("h3", text="Deployment policy"), table(POLICY_HEADERS, policy_rows(v), "policy")]
     if v.schedule:
         parts.append(
-            f"<p>Dynamic schedule (num_speculative_tokens_per_batch_size): "
-            f"<code>{html.escape(json.dumps([list(x) for x in v.schedule]))}</code> "
-            f"({html.escape(v.schedule_note)})</p>"
+            Part(
+                "code",
+                text="Dynamic schedule (num_speculative_tokens_per_batch_size): ",
+                code=json.dumps([list(x) for x in v.schedule]),
+                after=f" ({v.schedule_note})",
+            )
         )
     parts += [_missing(n) for n in v.notes]
     return _section(title, parts)
 
 
-def latency_section(data: ReportData) -> str:
+def latency_section(data: ReportData) -> Section:
     if not data.latency:
         return _section(
             "Latency",
@@ -323,7 +413,7 @@ def latency_section(data: ReportData) -> str:
     return _section("Latency", parts)
 
 
-def cost_section(data: ReportData) -> str:
+def cost_section(data: ReportData) -> Section:
     title = "Cost per 1M output tokens"
     if not data.cost:
         missing = (
@@ -337,8 +427,8 @@ def cost_section(data: ReportData) -> str:
     return _section(
         title,
         [
-            f"<p>At ${data.gpu_hour_usd:g} per GPU-hour: price x GPUs / (tok/s x 3600) x 1e6.</p>"
-            + table(headers, rows, "cost")
+            _p(f"At ${data.gpu_hour_usd:g} per GPU-hour: price x GPUs / (tok/s x 3600) x 1e6."),
+            table(headers, rows, "cost"),
         ],
     )
 
@@ -347,12 +437,12 @@ def cost_section(data: ReportData) -> str:
 GPU_TIME_PLACES = {"windows": "inside measurement windows", "boot": "booting", "failed_boot": "failed boots"}
 
 
-def gpu_time_section(data: ReportData) -> str:
+def gpu_time_section(data: ReportData) -> Section:
     g = data.gpu_time
-    parts = [f"<p>{html.escape(g.text())}</p>"]
+    parts = [_p(g.text())]
     held = g.held_text()
     if held is not None:
-        parts.append(f"<p>{html.escape(held)}</p>")
+        parts.append(_p(held))
     if g.total > 0:
         rows = [
             [GPU_TIME_PLACES.get(p, "other"), round(s, 1), f"{g.share(p):.0%}"]
@@ -362,7 +452,7 @@ def gpu_time_section(data: ReportData) -> str:
     return _section(f"Search cost: where the {g.label} went", parts)
 
 
-def pareto_section(data: ReportData) -> str:
+def pareto_section(data: ReportData) -> Section:
     if not data.pareto:
         return _section("Pareto front", [_missing("No COMPLETE trial: no objective values to show.")])
     headers = ["trial", "role", *(o.name for o in data.objectives), "feasible", "on the Pareto front"]
@@ -372,7 +462,7 @@ def pareto_section(data: ReportData) -> str:
     return _section("Pareto front", parts)
 
 
-def hypervolume_section(data: ReportData) -> str:
+def hypervolume_section(data: ReportData) -> Section:
     title = "Hypervolume history"
     if not data.hypervolume:
         return _section(title, [_missing("No feasible COMPLETE trial: no hypervolume history.")])
@@ -381,15 +471,14 @@ def hypervolume_section(data: ReportData) -> str:
     )
     rows = [[p.trial_number, p.hypervolume] for p in data.hypervolume]
     parts = [
-        f"<p>Reference point (each objective's worst feasible value, 10 % of its range further): "
-        f"{html.escape(ref)}.</p>",
+        _p(f"Reference point (each objective's worst feasible value, 10 % of its range further): {ref}."),
         table(["after trial", "hypervolume"], rows, "hypervolume"),
     ]
     _with_figure(parts, hypervolume_figure, data)
     return _section(title, parts)
 
 
-def importance_section(data: ReportData) -> str:
+def importance_section(data: ReportData) -> Section:
     title = "Parameter importances"
     if not data.importances:
         missing = "Parameter importances need at least 2 COMPLETE trials with searched parameters."
@@ -403,7 +492,7 @@ def importance_section(data: ReportData) -> str:
     return _section(title, parts)
 
 
-def saturation_section(data: ReportData) -> str:
+def saturation_section(data: ReportData) -> Section:
     if not data.saturation:
         missing = "No trial measured two or more levels: saturation cannot be judged."
         return _section("Saturation", [_missing(missing)])
@@ -415,7 +504,7 @@ def saturation_section(data: ReportData) -> str:
     return _section("Saturation", [table(headers, rows, "saturation")])
 
 
-def acceptance_section(data: ReportData) -> str:
+def acceptance_section(data: ReportData) -> Section:
     title = "Speculative decoding acceptance"
     if not data.acceptance:
         return _section(title, [_missing("No speculative-decoding acceptance was measured in this study.")])
@@ -437,7 +526,7 @@ def acceptance_section(data: ReportData) -> str:
     return _section(title, parts)
 
 
-def trials_section(data: ReportData) -> str:
+def trials_section(data: ReportData) -> Section:
     names = [o.name for o in data.objectives]
     rows = []
     for t in data.trials:
@@ -449,7 +538,8 @@ def trials_section(data: ReportData) -> str:
 
 
 #: the report's sections, in order, each built from the data alone
-SECTIONS: tuple[Callable[[ReportData], str], ...] = (
+SECTIONS: tuple[Callable[[ReportData], Section], ...] = (
+    deploy_section,
     summary_section,
     throughput_section,
     verdict_section,

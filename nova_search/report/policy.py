@@ -148,7 +148,7 @@ def answer_rows(a: DeployAnswer) -> list[list[str]]:
     ]
 
 
-ANSWER_HEADERS = ["concurrency", "deploy", "trial", "evidence"]
+ANSWER_HEADERS = ["at concurrency", "deploy", "trial", "evidence"]
 
 
 def export_commands(a: DeployAnswer) -> list[tuple[str, str]]:
