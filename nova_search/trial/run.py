@@ -43,6 +43,7 @@ from nova_search.loadgen.prompts import JsonlSource, level_seed, prompt_source
 from nova_search.loadgen.reference import collect_outputs, reference_prompts
 from nova_search.measure import objectives as obj
 from nova_search.measure.metrics import LevelResult, RequestSLO, combine_repeats, summarize
+from nova_search.results.export import serve_argv
 from nova_search.search.configs import baseline_config, sample, with_graph_sizes
 from nova_search.search.rules import incompatibilities
 from nova_search.spec import StudySpec
@@ -101,6 +102,7 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     server = _server(ctx, config, gpus, log_path)
     plan = server.plan
     _set(trial, ctx, schema.ARGV, plan.argv)
+    _set(trial, ctx, schema.DEPLOY_ARGV, serve_argv(plan.argv))  # what a deployment runs, no secrets
     requests_path = log_path.with_name(REQUESTS_FILE)
     requests_path.unlink(missing_ok=True)  # a study of the same name run before in this folder
     leader_requests = requests_path.with_name(LEADER_REQUESTS_FILE)  # the leader's side of its pairs

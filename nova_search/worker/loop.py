@@ -361,6 +361,9 @@ def _run_slot(
                         waited_for = running
                     stop.wait(WAIT_POLL_S)
                     continue
+                from nova_search.results.deploy import write_answer_of
+
+                write_answer_of(study)  # the stage is over: what to deploy, stored; never raises
                 return
             _run_one(study, trial, ctx, window, opts)
     finally:
