@@ -30,7 +30,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from nova_search.measure.metrics import LevelResult
@@ -58,18 +58,19 @@ class RichReporter(NullReporter):
         self.console = console
         self.total = total
         self.objectives = tuple(objectives)
+        # the text last: on a narrow terminal rich cuts it at the end, and the bar and counts stay
         self.progress = Progress(
             SpinnerColumn(),
-            TextColumn("{task.description}"),
             BarColumn(bar_width=20),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[extra]}"),
             TimeElapsedColumn(),
+            TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
             console=console,
             transient=True,
+            expand=True,  # the text takes the width left; the other columns keep theirs
         )
         self._lock = threading.RLock()
-        self._study = self.progress.add_task("trials", total=total, extra="", start=True)
+        self._study = self.progress.add_task("trials", total=total, start=True)
         self._tasks: dict[int, TaskID] = {}
         self._started: dict[int, float] = {}
         self._phase: dict[int, str] = {}
@@ -114,17 +115,17 @@ class RichReporter(NullReporter):
         return "best: " + ", ".join(parts) if parts else ""
 
     def _update_study(self) -> None:
-        extra = [self.best_text()]
-        if self._refused:
-            extra.append(f"{self._refused} refused (not counted)")
         eta = self.eta_s()
-        extra.append(f"ETA {_duration(eta)}" if eta is not None else "ETA after the first measured trial")
+        parts = [f"trial {min(self._used, self.total)} of {self.total}"]
+        parts.append(f"ETA {_duration(eta)}" if eta is not None else "ETA after the first measured trial")
+        if self._refused:
+            parts.append(f"{self._refused} refused (not counted)")
+        parts.append(self.best_text())
         self.progress.update(
             self._study,
             total=self.total,
             completed=min(self._used, self.total),
-            description=f"trial {min(self._used, self.total)} of {self.total}",
-            extra=" · ".join(x for x in extra if x),
+            description=escape(" · ".join(x for x in parts if x)),
         )
 
     # -- one trial --------------------------------------------------------------------------------
@@ -133,9 +134,7 @@ class RichReporter(NullReporter):
         with self._lock:
             self._started[number] = time.monotonic()
             self._phase[number] = "sampled"
-            self._tasks[number] = self.progress.add_task(
-                f"  #{number} sampled", total=None, extra="", start=True
-            )
+            self._tasks[number] = self.progress.add_task(f"  #{number} sampled", total=None, start=True)
             self.console.log(f"trial {number}: {escape(label)}")
             self._update_study()
 
@@ -166,7 +165,11 @@ class RichReporter(NullReporter):
             return
         phase = self._phase.get(number, "")
         level = self._level.get(number)
-        text = f"{level} · {phase}" if level and phase.startswith("concurrency") else phase
+        if level and phase.startswith("concurrency "):  # the sweep's phase: "concurrency c[ · window r/R]"
+            rest = phase.split(" · ", 1)[1] if " · " in phase else ""
+            text = level + (f" · {rest}" if rest else "")
+        else:
+            text = phase
         self.progress.update(task, description=f"  #{number} {escape(text)}")
         self._update_study()
 
