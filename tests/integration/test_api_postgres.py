@@ -161,15 +161,19 @@ def test_export_gives_what_the_policy_recommends_in_every_format(url, stored):
     container_args = ["--model", "fake-model", *stock_flags[stock_flags.index("fake-model") + 1 :]]
     compose = yaml.safe_load(ok("export", NAME, "--storage", url, "--trial", "0", "--format", "compose"))
     svc = compose["services"]["vllm"]
-    assert svc["image"].startswith("vllm/vllm-openai:")
+    # the study measured on the CPU (the stand-in's spec): vLLM's CPU image, no GPU reservation
+    assert svc["image"].startswith("public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:")
     assert svc["command"] == ["--host", "0.0.0.0", "--port", "8000", *container_args]
-    assert svc["deploy"]["resources"]["reservations"]["devices"][0]["count"] == 1
+    assert "deploy" not in svc
 
     k8s_text = ok("export", NAME, "--storage", url, "--format", "k8s")
-    service, deployment = yaml.safe_load_all(k8s_text)
+    claim, service, deployment = yaml.safe_load_all(k8s_text)
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["args"] == ["--host", "0.0.0.0", "--port", "8000", "--model", "fake-model", *flags]
-    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1 and service["kind"] == "Service"
+    assert "nvidia.com/gpu" not in container["resources"]["limits"] and service["kind"] == "Service"
+    assert claim["kind"] == "PersistentVolumeClaim"
+    r = cli("export", NAME, "--storage", url, "--format", "k8s", "--device", "cuda")
+    assert r.returncode == 2 and "was measured on cpu" in r.stderr  # never silently onto a GPU
     assert f"(trial {top.number})" in k8s_text
 
     r = cli("export", NAME, "--storage", url, "--trial", "99")

@@ -1,10 +1,14 @@
 """What to deploy, without storage: a trial's or the policy's launch, made deployable (no random
-weights, no relative model path, rounded memory fractions) and rendered as a vllm command, a compose
-service or a Kubernetes Service and Deployment."""
+weights, no relative model path, rounded memory fractions, the measured device only, the served name
+of the deployed model) and rendered as a vllm command, a compose service or Kubernetes manifests (a
+volume claim, a Service and a Deployment), YAML without anchors. The validators' checks of the same
+output are in tests/integration/test_export_files.py."""
 
 from __future__ import annotations
 
+import re
 import shlex
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -13,7 +17,10 @@ from nova_search.analysis.verdict import PolicyRange, Verdict
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import NovaError, SpecError
 from nova_search.results.export import (
+    IMAGES,
+    Launch,
     deployable,
+    device_of,
     export_launch,
     launch_of_policy,
     launch_of_trial,
@@ -49,7 +56,7 @@ def test_vllm_format_is_vllm_serve_with_the_trials_flags_shell_quoted():
     )
     t = trial(0, [level(4)], argv=(*argv, "--host", "127.0.0.1", "--port", "1234"))
     text = export_launch(t, "vllm")
-    assert text.startswith("# nova-search: trial 0 (search, COMPLETE), engine 0.11.0\n")
+    assert text.startswith("# nova-search: trial 0 (search, COMPLETE), engine 0.11.0 on cuda\n")
     command = [line for line in text.splitlines() if not line.startswith("#")]
     assert shlex.split(command[0]) == list(argv)
     assert "--host" not in text and "1234" not in text and "'/models/my model'" in text
@@ -91,20 +98,36 @@ def test_compose_and_k8s_are_deployable():
     svc = compose["services"]["vllm"]
     assert svc["image"] == "vllm/vllm-openai:v0.11.0"
     assert svc["command"][4:] == ["--model", "/models/m", "--served-model-name", "m", "--max-num-seqs", "16"]
-    assert svc["volumes"] == ["/models/m:/models/m:ro"]
-    assert svc["environment"] == {"VLLM_API_KEY": "${VLLM_API_KEY:?set an API key}"}
+    assert svc["volumes"] == ["huggingface:/root/.cache/huggingface", "/models/m:/models/m:ro"]
+    assert compose["volumes"] == {"huggingface": {}}
+    assert svc["environment"] == {
+        "VLLM_API_KEY": "${VLLM_API_KEY:?set an API key}",
+        "HF_TOKEN": "${HF_TOKEN:-}",
+    }
+    assert "ipc" not in svc and svc["healthcheck"]["test"][:2] == ["CMD", "python3"]
+    assert "/health" in svc["healthcheck"]["test"][-1] and svc["healthcheck"]["start_period"]
     assert svc["cap_drop"] == ["ALL"] and svc["shm_size"]
     (dev,) = svc["deploy"]["resources"]["reservations"]["devices"]
     assert dev == {"driver": "nvidia", "count": 2, "capabilities": ["gpu"]}
-    service, deployment = yaml.safe_load_all(export_launch(t, "k8s", name="llm", image="my/vllm:1"))
+    k8s = export_launch(t, "k8s", name="llm", image="my/vllm:1")
+    claim, service, deployment = yaml.safe_load_all(k8s)
     assert service["kind"] == "Service" and deployment["kind"] == "Deployment"
+    assert claim["kind"] == "PersistentVolumeClaim" and claim["metadata"]["name"] == "llm-model"
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # one pod holds the claim
+    # the Secret: the exact command that creates it, in the header, never a key in the file
+    assert '#   kubectl create secret generic llm-api-key --from-literal=api-key="$VLLM_API_KEY"' in k8s
+    assert "kind: Secret" not in k8s and "PersistentVolumeClaim llm-model" in k8s.split("apiVersion")[0]
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     pod = deployment["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert c["image"] == "my/vllm:1" and c["name"] == "llm"
     assert c["args"] == svc["command"]
     assert c["env"] == [
-        {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm-api-key", "key": "api-key"}}}
+        {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm-api-key", "key": "api-key"}}},
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "llm-hf-token", "key": "token", "optional": True}},
+        },
     ]
     assert (
         c["resources"]["limits"]["nvidia.com/gpu"] == 2 and c["resources"]["requests"]["nvidia.com/gpu"] == 2
@@ -114,7 +137,7 @@ def test_compose_and_k8s_are_deployable():
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert {v["name"] for v in pod["volumes"]} == {"model", "dshm"}
     assert {m["mountPath"] for m in c["volumeMounts"]} == {"/models", "/dev/shm"}
-    one = list(yaml.safe_load_all(export_launch(trial(2, [level(4)]), "k8s")))[1]
+    one = list(yaml.safe_load_all(export_launch(trial(2, [level(4)]), "k8s")))[2]
     assert one["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
 
 
@@ -155,3 +178,66 @@ def test_the_policy_export_names_its_source_and_asks_for_a_concurrency_when_it_s
     text = render(deployable(scheduled), "vllm")
     assert '"num_speculative_tokens_per_batch_size":[[1,16,3],[17,1024,0]]' in text
     assert "one server" in text.splitlines()[0]
+
+
+def _cpu_trial(number: int = 6) -> TrialResult:
+    """A trial measured the way a CPU study runs: a share of host memory, eager mode, served as 'tiny'."""
+    argv = launch_argv(number, gpu_memory_utilization=0.3)
+    return trial(number, [level(4)], argv=(*argv[:-4], "--enforce-eager", *argv[-4:]))
+
+
+def test_a_cpu_study_exports_for_the_cpu_and_is_never_sent_to_a_gpu():
+    t = _cpu_trial()
+    for fmt in ("vllm", "compose", "k8s"):
+        with pytest.raises(
+            SpecError, match=r"--device cuda: trial 6 .* was measured on cpu; .* --enforce-eager"
+        ):
+            export_launch(t, fmt, measured_on="cpu", device="cuda")
+    text = export_launch(t, "compose", measured_on="cpu")
+    assert text.startswith("# nova-search: trial 6 (search, COMPLETE), engine 0.11.0 on cpu\n")
+    svc = yaml.safe_load(text)["services"]["vllm"]
+    assert svc["image"] == f"{IMAGES['cpu']}:v0.11.0" and "deploy" not in svc  # no GPU reservation
+    # measured on the CPU, deployed on the CPU: its flags mean what they meant when measured
+    assert svc["command"][-3:] == ["--gpu-memory-utilization", "0.3", "--enforce-eager"]
+    *_, deployment = yaml.safe_load_all(export_launch(t, "k8s", measured_on="cpu", device="cpu"))
+    (c,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert c["image"].startswith(IMAGES["cpu"] + ":")
+    assert not any("nvidia" in k for part in c["resources"].values() for k in part)
+    with pytest.raises(SpecError, match=r"--device 'tpu': valid: cuda, cpu"):
+        deployable(launch_of_trial(t, device="cpu"), device="tpu")
+
+
+def test_an_unknown_device_is_said_loudly():
+    text = export_launch(trial(1, [level(4)]), "vllm")
+    assert "# WARNING: the study does not say which device it measured on: exported for cuda" in text
+    assert "WARNING" not in export_launch(trial(1, [level(4)]), "vllm", measured_on="cuda")
+
+
+def test_device_of_reads_the_spec():
+    assert device_of(study(trial(0, [level(4)]))) is None  # no spec: unknown
+    assert device_of(replace(study(trial(0, [level(4)])), spec={"engine": {"device": "cpu"}})) == "cpu"
+    assert device_of(replace(study(trial(0, [level(4)])), spec={"engine": {}})) == "cuda"  # the default
+
+
+def test_model_replaces_the_served_name():
+    t = trial(3, [level(4)], argv=launch_argv(3, model=".nova/tiny-model", load_format="dummy"))
+    text = export_launch(t, "vllm", model="Qwen/Qwen3-8B")
+    argv = shlex.split(text.splitlines()[-1])
+    assert argv[:3] == ["vllm", "serve", "Qwen/Qwen3-8B"]
+    assert argv.count("--served-model-name") == 1
+    assert argv[argv.index("--served-model-name") + 1] == "Qwen/Qwen3-8B" and "m" not in argv
+    assert "# --served-model-name Qwen/Qwen3-8B (the study served m)" in text
+    # no --model: the measured name stays (it names the measured model)
+    kept = shlex.split(export_launch(trial(4, [level(4)]), "vllm").splitlines()[-1])
+    assert kept[kept.index("--served-model-name") + 1] == "m"
+
+
+def test_yaml_has_no_anchors_and_names_are_checked():
+    t = trial(1, [level(4)])
+    for fmt in ("compose", "k8s"):
+        text = export_launch(t, fmt)
+        assert not re.search(r"[&*]id\d", text), text  # PyYAML's anchors and aliases
+    with pytest.raises(SpecError, match=r"--name 'My_LLM': lower-case letters"):
+        export_launch(t, "k8s", name="My_LLM")
+    launch = Launch(model="gpt2", flags=(), gpus=1, engine_version=None, source="x", device="cuda")
+    assert render(launch, "vllm", name="Not A Name").endswith("vllm serve gpt2\n")  # no name in a command
