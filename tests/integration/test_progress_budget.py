@@ -28,6 +28,7 @@ def _spec(tmp_path, name: str) -> str:
         space={
             "enable_chunked_prefill": {"choices": [True, False]},
             "max_num_batched_tokens": {"choices": [256]},
+            "max_num_seqs": {"choices": [4, 8, 16, 32]},
         },
         sweep={"concurrency": [1, 2], "requests": 4, "warmup_requests": 1},
         workload={"input_len": 16, "output_len": 16},
