@@ -1,7 +1,8 @@
 """What every command shares: the typer app, the consoles, the common options, and the app's command
 group, ``NovaGroup``: the one place that turns a ``NovaError`` raised anywhere in a command into a
-message and an exit code (2: bad input, 1: anything else), and the order ``--help`` lists the
-commands in. Commands raise; they never print an error and exit themselves."""
+message and its exit code (the error type's ``exit_code``, one of ``errors.ExitCode``: the table of
+docs/commands.md#exit-codes), the order ``--help`` lists the commands in, and ``--version``. Commands
+raise; they never print an error and exit themselves."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ COMMAND_ORDER = (
 def fail(e: NovaError) -> NoReturn:
     # the message is text, not markup: "[vllm, serve]" would vanish and "[/x]" raise MarkupError
     err_console.print(f"[red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
-    raise typer.Exit(2 if isinstance(e, SpecError) else 1)
+    raise typer.Exit(int(e.exit_code))
 
 
 class NovaGroup(TyperGroup):
@@ -74,6 +75,52 @@ app = typer.Typer(
     rich_markup_mode="markdown",  # docstrings are wrapped prose: a single newline is not a line break
     help="nova-search: find the best vLLM serving configuration with Optuna.",
 )
+
+#: the libraries whose versions decide what a study stores and how it is read, shown by --version
+VERSIONED = ("optuna", "optuna-dashboard", "sqlalchemy", "pydantic")
+
+
+def version_lines() -> list[str]:
+    """``nova-search X``, then the version of each library in ``VERSIONED`` (``not installed`` when
+    absent). vLLM is not asked: it lives in the engine's own interpreter, and every trial records the
+    version its server reported (``dump``: ``engine_version``; the deploy answer: ``vllm_version``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from nova_search import __version__
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    py = sys.version_info
+    return [f"nova-search {__version__}", *(f"{name} {of(name)}" for name in VERSIONED)] + [
+        f"python {py.major}.{py.minor}.{py.micro}"
+    ]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        emit("\n".join(version_lines()))
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            expose_value=True,
+            callback=_print_version,
+            help="Print nova-search's version and its libraries' (optuna, ...), then exit.",
+        ),
+    ] = False,
+) -> None:
+    """nova-search: find the best vLLM serving configuration with Optuna."""
+
 
 StorageOpt = Annotated[
     str | None,

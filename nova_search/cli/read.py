@@ -1,6 +1,8 @@
 """Commands that read a study and act on it: status, best, policy, export, dump, report, notes,
 dashboard. Each reads the study once (``results.load_results``) and asks ``results.select`` for the
-tuned baseline, the best trials and the policy, so every command gives the same answer."""
+tuned baseline, the best trials and the policy, so every command gives the same answer. Every JSON
+output is a model with ``schema_version`` (``results.schemas``), asked for with ``--format json``; a
+command that finds no answer (``best``, ``export``) raises ``NothingQualifies`` (exit 4)."""
 
 from __future__ import annotations
 
@@ -19,11 +21,12 @@ from nova_search.cli._common import (
     err_console,
     storage_url,
 )
-from nova_search.errors import NovaError, SpecError
+from nova_search.errors import NothingQualifies, NovaError, SpecError
 
 BEST_FORMATS = ("json", "argv", "yaml")
 POLICY_FORMATS = ("table", "json", "yaml")
 DUMP_FORMATS = ("json", "csv")
+STATUS_FORMATS = ("text", "json")
 
 
 def _load(study: str, storage: str | None) -> Any:
@@ -86,10 +89,9 @@ def policy_cmd(
         header_lines,
         policy_rows,
         tradeoff_rows,
-        verdict_json,
     )
     from nova_search.results.deploy import deploy_answer
-    from nova_search.results.serialize import dumps_json
+    from nova_search.results.serialize import dumps_json, policy_dict
     from nova_search.results.speculation import verdict_of
 
     choice("--format", fmt, POLICY_FORMATS)
@@ -100,10 +102,7 @@ def policy_cmd(
         _write_answer(study, storage)
     if fmt != "table":
         # the deploy answer (schema_version), then the verdict's details it rests on (drafters, policy)
-        doc = answer.as_json() | {
-            k: v for k, v in verdict_json(verdict, study).items() if k not in answer.as_json()
-        }
-        text = dumps_json(doc)
+        text = dumps_json(policy_dict(answer, verdict))
         emit(text if fmt == "json" else yaml.safe_dump(json.loads(text), sort_keys=False, width=1000))
         return
 
@@ -173,14 +172,15 @@ def best_cmd(
         str, typer.Option("--format", help="json, argv (the top trial's command) or yaml.")
     ] = "json",
 ) -> None:
-    """The best feasible COMPLETE trials: the Pareto front, or the single best by --objective. What to
-    deploy is the policy's answer: `nova-search export STUDY`."""
+    """The best feasible COMPLETE trials: the Pareto front, or the single best by --objective (JSON:
+    `{schema_version, study, objective, where, trials}`). No trial qualifies (none feasible, none meets
+    --where): exit 4. What to deploy is the policy's answer: `nova-search export STUDY`."""
     import shlex
 
     import yaml
 
     from nova_search.results.select import best_trials, tuned_baseline
-    from nova_search.results.serialize import dumps_json, trial_dict
+    from nova_search.results.serialize import best_output, dumps_json
 
     choice("--format", fmt, BEST_FORMATS)
     conditions = _conditions(where)
@@ -191,7 +191,7 @@ def best_cmd(
     found = best_trials(results, objective=chosen, where=conditions)
     if not found:
         extra = f" with {' and '.join(str(c) for c in conditions)}" if conditions else ""
-        raise NovaError(f"no feasible COMPLETE trial in study {study!r}{extra}")
+        raise NothingQualifies(f"no feasible COMPLETE trial in study {study!r}{extra}")
     bound = [t for t in found if t.client_bound_levels]
     for t in bound:
         err_console.print(
@@ -208,7 +208,9 @@ def best_cmd(
     if fmt == "argv":
         emit(shlex.join(found[0].deployable_argv))
         return
-    payload = [trial_dict(t, results.objectives) for t in found]
+    payload = best_output(
+        results, found, chosen.name if chosen is not None else None, [str(c) for c in conditions]
+    ).model_dump(mode="json")
     emit(dumps_json(payload) if fmt == "json" else yaml.safe_dump(payload, sort_keys=False))
 
 
@@ -301,7 +303,7 @@ def export_cmd(
         verdict = verdict_of(results)
         answer = deploy_answer(results, verdict)
         if not answer.ranges:
-            raise NovaError(f"study {study!r}: nothing to deploy: {answer.reason}")
+            raise NothingQualifies(f"study {study!r}: nothing to deploy: {answer.reason}")
         launch = launch_of_policy(results, verdict, concurrency)
     else:
         try:
@@ -317,21 +319,25 @@ def export_cmd(
 def status_cmd(
     study: StudyArg,
     storage: StorageOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    as_json: Annotated[
+        bool, typer.Option("--json", hidden=True, help="Same as --format json (kept for old scripts).")
+    ] = False,
 ) -> None:
-    """Trials by state, workers seen recently, the best so far per objective, the tuned baseline, ETA."""
-    from dataclasses import asdict
-
+    """Trials by state, workers seen recently, the best so far per objective, the tuned baseline, ETA,
+    then what to deploy so far."""
     from nova_search.report.policy import answer_lines
     from nova_search.report.status import status_lines, study_status
     from nova_search.results.deploy import deploy_answer
+    from nova_search.results.schemas import status_output
     from nova_search.results.serialize import dumps_json
 
+    choice("--format", fmt, STATUS_FORMATS)
     results = _load(study, storage)
     st = study_status(results)
     answer = deploy_answer(results)  # status ends with what to deploy so far
-    if as_json:
-        emit(dumps_json(asdict(st) | {"remaining": st.remaining, "deploy": answer.as_json()}))
+    if as_json or fmt == "json":
+        emit(dumps_json(status_output(st, answer).model_dump(mode="json")))
         return
     emit("\n".join(status_lines(st) + answer_lines(answer)))
 

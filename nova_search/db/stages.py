@@ -8,7 +8,7 @@ from __future__ import annotations
 from optuna.storages import RDBStorage
 
 from nova_search.db import mask, storage_errors, study_names
-from nova_search.errors import StorageError
+from nova_search.errors import StudyError
 from nova_search.schema import PARENT, SPEC, stage_of
 
 #: the stagings a spec may ask for, in order
@@ -23,7 +23,7 @@ def stage_study_name(name: str, stage: str) -> str:
 def stage_plan(storage: RDBStorage, url: str, study_name: str) -> list[tuple[str, str]]:
     """[(stage, Optuna study name)] of a study as users name it: a joint study, or one stage by its
     own name, is itself; a staged study by its name gives its stages' studies in order, those that
-    exist and those still to come. Raises StorageError when there is no such study."""
+    exist and those still to come. Raises StudyError when there is no such study."""
     names = study_names(storage, url)
     with storage_errors(url, "read the studies in"):
         if study_name in names:
@@ -37,7 +37,7 @@ def stage_plan(storage: RDBStorage, url: str, study_name: str) -> list[tuple[str
                     parts[stage_of(attrs)] = attrs
     if not parts:
         shown = ", ".join(sorted(names)[:10]) or "none"
-        raise StorageError(f"no study named {study_name!r} in {mask(url)} (studies there: {shown})")
+        raise StudyError(f"no study named {study_name!r} in {mask(url)} (studies there: {shown})")
     first = parts[min(parts, key=STAGE_ORDER.index)]
     planned = (SPEC.read(first) or {}).get("stages")
     stages = (

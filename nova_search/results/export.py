@@ -43,7 +43,7 @@ import yaml
 
 from nova_search.analysis.verdict import Verdict
 from nova_search.engine.command import API_SERVER_MODULE, deployable_argv
-from nova_search.errors import NovaError, SpecError
+from nova_search.errors import InputError, NothingQualifies, SpecError
 from nova_search.results.trials import StudyResults, TrialResult
 
 EXPORT_FORMATS: tuple[str, ...] = ("vllm", "compose", "k8s")
@@ -165,7 +165,7 @@ def launch_of_trial(trial: TrialResult, source: str | None = None, device: str |
     """The launch a trial ran, measured on ``device``. Raises NovaError when it never launched a
     server."""
     if not trial.argv:
-        raise NovaError(f"trial {trial.key} has no launch argv ({trial.state}: it never launched a server)")
+        raise InputError(f"trial {trial.key} has no launch argv ({trial.state}: it never launched a server)")
     _entry, model, flags = split_launch(trial.deployable_argv)
     return Launch(
         model=model,
@@ -183,7 +183,7 @@ def launch_of_policy(results: StudyResults, verdict: Verdict, concurrency: int |
     ``concurrency``. Raises SpecError when the policy has several configurations and no concurrency
     was given, NovaError when it has none."""
     if not verdict.policy:
-        raise NovaError(f"study {results.study_name!r} has no tuned baseline yet: nothing to deploy")
+        raise NothingQualifies(f"study {results.study_name!r} has no tuned baseline yet: nothing to deploy")
     device = device_of(results)
     if verdict.schedule:
         r = next(r for r in verdict.policy if r.choice == "speculative")

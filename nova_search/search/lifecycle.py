@@ -32,7 +32,7 @@ from nova_search.db import (
     upgrade,
 )
 from nova_search.db.stages import stage_plan, stage_study_name
-from nova_search.errors import StorageError
+from nova_search.errors import NothingQualifies, StudyError
 from nova_search.results.decode import study_results
 from nova_search.results.select import tuned_baseline
 from nova_search.schema import StageBase
@@ -97,7 +97,7 @@ def create(
             taken += [n for n in existing if n.startswith(name + ".") and n[len(name) + 1 :] in spec.stages]
         if taken:
             if not exist_ok:
-                raise StorageError(
+                raise StudyError(
                     f"study {name!r} already exists in {mask(storage_url)}; run a worker to continue it "
                     "or choose another --study-name"
                 )
@@ -127,7 +127,7 @@ def load(
     with storage_errors(storage_url, f"load study {name!r} from"):
         _probe, raw = retrying(read, window, f"load study {name!r} from", url=storage_url)
     if raw is None:
-        raise StorageError(f"study {name!r} was not created by nova-search (no {schema.SPEC.key} attribute)")
+        raise StudyError(f"study {name!r} was not created by nova-search (no {schema.SPEC.key} attribute)")
     spec = parse_spec(raw, f"study {name} spec")
     with storage_errors(storage_url, f"load study {name!r} from"):
         study = retrying(
@@ -159,7 +159,7 @@ def next_stage(
                 return None
             best = tuned_baseline(study_results(previous, mask(url)))
             if best is None or best.config is None:
-                raise StorageError(
+                raise NothingQualifies(
                     f"stage {previous.study_name!r} has no feasible COMPLETE trial: there is no tuned "
                     f"configuration to build the {stage} stage on (see `nova-search status`)"
                 )

@@ -1,6 +1,7 @@
 """The command line's one error boundary and its order: a ``NovaError`` raised inside any command (or any
-``db`` subcommand) ends as ``error: <message>`` on stderr and exit 2 (bad input) or 1 (anything else),
-never a traceback; and ``--help`` lists the commands in the order a user meets them."""
+``db`` subcommand) ends as ``error: <message>`` on stderr and its type's exit code (``errors.ExitCode``:
+2 bad input, 4 nothing qualifies, 5 storage, 1 anything else), never a traceback; and ``--help`` lists
+the commands in the order a user meets them."""
 
 from __future__ import annotations
 
@@ -16,7 +17,15 @@ from typer.testing import CliRunner
 
 import nova_search.cli as cli
 from nova_search.cli._common import COMMAND_ORDER, NovaGroup, app
-from nova_search.errors import EngineError, NovaError, SpecError, StorageError
+from nova_search.errors import (
+    EngineError,
+    InputError,
+    NothingQualifies,
+    NovaError,
+    SpecError,
+    StorageError,
+    StudyError,
+)
 
 #: set up -> run -> watch -> read the results -> deploy -> tools
 WORKFLOW = [
@@ -39,7 +48,15 @@ WORKFLOW = [
     "trained-model",
 ]
 
-CODES = [(SpecError("bad [x] input"), 2), (StorageError("no study [/x]"), 1), (EngineError("e"), 1)]
+CODES = [
+    (SpecError("bad [x] input"), 2),
+    (InputError("--trial [x]"), 2),
+    (StudyError("no study [/x]"), 2),
+    (NothingQualifies("none [x]"), 4),
+    (StorageError("down [/x]"), 5),
+    (EngineError("e"), 1),
+    (NovaError("e"), 1),
+]
 
 
 def _group() -> NovaGroup:
@@ -78,7 +95,9 @@ def test_a_command_missing_from_the_order_is_still_listed_last() -> None:
     assert group.list_commands(typer.Context(group)) == [*WORKFLOW, "zz-new"]
 
 
-@pytest.mark.parametrize(("error", "code"), CODES, ids=["spec", "storage", "engine"])
+@pytest.mark.parametrize(
+    ("error", "code"), CODES, ids=["spec", "input", "study", "nothing", "storage", "engine", "nova"]
+)
 def test_a_nova_error_inside_any_command_exits_with_its_code_and_no_traceback(
     error: NovaError, code: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -101,13 +120,14 @@ def test_a_nova_error_inside_any_command_exits_with_its_code_and_no_traceback(
 
 
 def test_the_real_commands_raise_into_the_boundary(tmp_path: Path) -> None:
-    """No command catches its own errors: a bad --format (2), a missing study (1), an absent spec (2)."""
+    """No command catches its own errors: a bad --format (2), a missing database file (5), an absent
+    spec (2)."""
     url = f"sqlite:///{tmp_path / 'none.db'}"
     runner = CliRunner()
     bad = runner.invoke(app, ["best", "s", "--format", "nope", "--storage", url])
     assert bad.exit_code == 2 and bad.stderr.startswith("error: --format 'nope': valid values are json")
     missing = runner.invoke(app, ["status", "no-such-study", "--storage", url])
-    assert missing.exit_code == 1 and missing.stderr.startswith("error: "), missing.output
+    assert missing.exit_code == 5 and missing.stderr.startswith("error: "), missing.output
     assert isinstance(missing.exception, SystemExit) and "Traceback" not in missing.output
     spec = runner.invoke(app, ["validate", str(tmp_path / "absent.yaml")])
     assert spec.exit_code == 2 and spec.stderr.startswith("error: "), spec.output
