@@ -21,7 +21,7 @@ from nova_search.cli._common import (
     err_console,
     storage_url,
 )
-from nova_search.errors import NothingQualifies, NovaError, SpecError
+from nova_search.errors import InputError, NothingQualifies, NovaError, SpecError
 
 BEST_FORMATS = ("json", "argv", "yaml")
 POLICY_FORMATS = ("table", "json", "yaml")
@@ -209,7 +209,7 @@ def best_cmd(
         emit(shlex.join(found[0].deployable_argv))
         return
     payload = best_output(
-        results, found, chosen.name if chosen is not None else None, [str(c) for c in conditions]
+        results, found, chosen.name if chosen is not None else None, list(where or [])
     ).model_dump(mode="json")
     emit(dumps_json(payload) if fmt == "json" else yaml.safe_dump(payload, sort_keys=False))
 
@@ -310,6 +310,13 @@ def export_cmd(
             chosen = results.trial(trial)
         except KeyError as e:
             raise SpecError(f"--trial: {e.args[0]}") from None
+        if chosen.state == "FAIL":
+            # its server crashed, ran out of memory or broke the error budget: nothing to deploy
+            why = f" ({chosen.reason})" if chosen.reason else ""
+            raise InputError(
+                f"--trial {trial}: trial {chosen.key} FAILED{why}: its configuration did not serve; "
+                "its argv is in `nova-search dump`"
+            )
         launch = launch_of_trial(chosen, device=device_of(results))
     ready = deployable(launch, model=model, as_measured=as_measured, device=device)
     emit(render(ready, fmt, name=name, image=image))

@@ -400,17 +400,23 @@ def bench(
             "tokens, success), replacing it.",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
+    out_format: Annotated[
+        str,
+        typer.Option("--format", help="table, or json: {schema_version, url, names, levels} (docs/json.md)."),
+    ] = "table",
+    as_json: Annotated[
+        bool, typer.Option("--json", hidden=True, help="Same as --format json (kept for old scripts).")
+    ] = False,
     json_names: Annotated[
         str,
         typer.Option(
             "--json-names",
-            help="Keys of --json: nova (LevelResult fields) or vllm (vllm bench serve --save-result keys).",
+            help="Keys of each JSON level: nova (LevelResult fields) or vllm (vllm bench serve "
+            "--save-result keys).",
         ),
     ] = "nova",
 ) -> None:
     """Measure an already-running server with nova's load generator and print the profile per level."""
-    import json
 
     from nova_search.spec import WorkloadSpec
     from nova_search.trial.bench import BenchPlan, run_bench, vllm_names
@@ -424,6 +430,7 @@ def bench(
         choice("--usage", usage, ("auto", "per-chunk", "final"))
     ]
     names = choice("--json-names", json_names, ("nova", "vllm"))
+    as_json = as_json or choice("--format", out_format, ("table", "json")) == "json"
     fmt = choice("--prompt-format", prompt_format, ("ids", "text"))
     if fmt == "text" and not tokenizer:
         raise SpecError("--prompt-format text: give --tokenizer (a folder with tokenizer.json)")
@@ -447,8 +454,11 @@ def bench(
     )
     results = run_bench(plan)
     if as_json:
+        from nova_search.results.schemas import BenchOutput
+        from nova_search.results.serialize import dumps_json
+
         rows = [vllm_names(r) if names == "vllm" else r.as_dict() for r in results]
-        print(json.dumps(rows, indent=2))
+        print(dumps_json(BenchOutput(url=url, names=names, levels=rows).model_dump(mode="json")))  # type: ignore[arg-type]
         return
     from nova_search.report.progress import profile_table
 

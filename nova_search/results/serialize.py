@@ -174,7 +174,7 @@ class BestOutput(_Output):
     study: str
     #: what ranks them: an objective or metric@level, or null for the Pareto front
     objective: str | None
-    #: the ``--where`` conditions every listed trial meets, as given back (``ttft_p99_ms<=500@32``)
+    #: the ``--where`` conditions every listed trial meets, as given (``ttft_p99_ms<=500@32``)
     where: list[str]
     trials: list[TrialSummary]
 

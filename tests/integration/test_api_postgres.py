@@ -23,6 +23,8 @@ from benchmarks.harness.workers import fake_engines, worker
 from nova_search import schema
 from nova_search.db import LevelStore
 from nova_search.engine.command import deployable_argv
+from nova_search.errors import ExitCode
+from nova_search.results.serialize import BEST_SCHEMA_VERSION
 from nova_search.search import lifecycle as nova_study
 from tests.support import REPO
 from tests.support.cli import nova as cli
@@ -70,7 +72,10 @@ def test_the_study_ran_a_stock_baseline_and_three_tuned_trials(stored):
 
 def test_best_json_is_the_pareto_front_with_stored_values(url, stored):
     study, trials = stored
-    got = json.loads(ok("best", NAME, "--storage", url, "--format", "json"))
+    doc = json.loads(ok("best", NAME, "--storage", url, "--format", "json"))
+    assert doc["schema_version"] == BEST_SCHEMA_VERSION and doc["study"] == NAME
+    assert doc["objective"] is None and doc["where"] == []  # the Pareto front, unfiltered
+    got = doc["trials"]
     front = {t.number: t for t in study.best_trials}
     assert sorted(d["number"] for d in got) == sorted(front)
     assert [d["values"]["output_throughput@best"] for d in got] == sorted(
@@ -86,7 +91,7 @@ def test_best_json_is_the_pareto_front_with_stored_values(url, stored):
         assert d["engine_version"] == t.user_attrs[schema.ENGINE_VERSION.key]
         assert d["feasible"] is True
     as_yaml = yaml.safe_load(ok("best", NAME, "--storage", url, "--format", "yaml"))
-    assert as_yaml == got
+    assert as_yaml == doc
 
 
 def test_best_by_objective_and_where(url, stored):
@@ -109,10 +114,11 @@ def test_best_by_objective_and_where(url, stored):
             f"ttft_p99_ms<={bound!r}@4",
         )
     )
-    assert [d["number"] for d in got] == [fastest.number]  # the only one with TTFT p99 at 4 that low
+    assert got["objective"] == "output_throughput@best" and got["where"] == [f"ttft_p99_ms<={bound!r}@4"]
+    assert [d["number"] for d in got["trials"]] == [fastest.number]  # the only one with TTFT p99@4 that low
 
     # a metric@level that is not an objective: computed from the stored levels
-    (c1,) = json.loads(ok("best", NAME, "--storage", url, "--objective", "output_throughput@1"))
+    (c1,) = json.loads(ok("best", NAME, "--storage", url, "--objective", "output_throughput@1"))["trials"]
     want = max(
         trials,
         key=lambda t: (
@@ -123,10 +129,10 @@ def test_best_by_objective_and_where(url, stored):
     assert c1["number"] == want.number
 
     none = cli("best", NAME, "--storage", url, "--where", "ttft_p99_ms<=0.0001@4")
-    assert none.returncode == 1 and none.stdout == ""
+    assert none.returncode == ExitCode.NOTHING_QUALIFIES and none.stdout == ""
     assert none.stderr.strip().count("\n") == 0 and "no feasible COMPLETE trial" in none.stderr
     unmeasured = cli("best", NAME, "--storage", url, "--where", "ttft_p99_ms<=1e9@32")
-    assert unmeasured.returncode == 1  # level 32 was never measured: the condition is false
+    assert unmeasured.returncode == ExitCode.NOTHING_QUALIFIES  # level 32 never measured: condition false
 
 
 def test_bad_flags_exit_2_naming_the_flag_and_valid_values(url):
@@ -285,20 +291,20 @@ def test_storage_errors_are_one_masked_line(url):
     secret = url.replace("postgres@", "postgres:hunter2@", 1)
     assert "hunter2" in secret
     r = cli("status", "nope", "--storage", secret)
-    assert r.returncode == 1
+    assert r.returncode == ExitCode.BAD_INPUT  # an unknown study is bad input, not a storage failure
     assert "no study named 'nope'" in r.stderr and f"(studies there: {NAME})" in r.stderr
     assert "hunter2" not in r.stderr + r.stdout and "***" in r.stderr
     assert r.stderr.strip().count("\n") == 0
     down = secret.replace(":5432/", ":1/")
     r = cli("best", NAME, "--storage", down)
-    assert r.returncode == 1 and "hunter2" not in r.stderr and "OperationalError" in r.stderr
+    assert r.returncode == ExitCode.STORAGE and "hunter2" not in r.stderr and "OperationalError" in r.stderr
     assert "Traceback" not in r.stderr
 
 
 def test_reading_an_empty_database_creates_nothing():
     with fresh_database() as empty:
         r = cli("status", NAME, "--storage", empty)
-        assert r.returncode == 1 and "no Optuna study tables there" in r.stderr
+        assert r.returncode == ExitCode.STORAGE and "no Optuna study tables there" in r.stderr
         libpq = empty.replace("postgresql+psycopg://", "postgresql://", 1)
         with psycopg.connect(libpq) as conn:
             (n,) = conn.execute(

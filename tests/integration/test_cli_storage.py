@@ -7,6 +7,7 @@ import pytest
 
 from benchmarks.harness.pg import fresh_database
 from benchmarks.harness.specs import minimal_spec_dict
+from nova_search.errors import ExitCode
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support import REPO
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.postgres
 def test_worker_on_unreachable_database_waits_then_says_so_masking_the_password():
     url = "postgresql+psycopg://postgres:hunter2@127.0.0.1:1/x"
     r = nova("worker", "s", "--storage", url, env={"NOVA_STORAGE_RETRY_S": "2"})
-    assert r.returncode == 1
+    assert r.returncode == ExitCode.STORAGE
     assert "hunter2" not in r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 2 and "Traceback" not in r.stderr, r.stderr  # one warning, one error
@@ -32,7 +33,7 @@ def test_worker_on_missing_study_names_the_studies_there():
     with fresh_database() as url:
         nova_study.create(parse_spec(minimal_spec_dict()), url, "present")
         r = nova("worker", "absent", "--storage", url)
-        assert r.returncode == 1
+        assert r.returncode == ExitCode.BAD_INPUT
         assert "no study named 'absent'" in r.stderr and "present" in r.stderr
 
 
@@ -40,13 +41,13 @@ def test_create_twice_is_refused_and_leaves_the_first_study_intact():
     with fresh_database() as url:
         nova_study.create(parse_spec(minimal_spec_dict()), url, "once")
         r = nova("create", str(REPO / "studies" / "tiny-cpu.yaml"), "--storage", url, "--study-name", "once")
-        assert r.returncode == 1 and "already exists" in r.stderr
+        assert r.returncode == ExitCode.BAD_INPUT and "already exists" in r.stderr
         assert optuna.study.get_all_study_names(url) == ["once"]
 
 
 def test_worker_with_bad_url_is_a_one_line_error():
     r = nova("worker", "s", "--storage", "not a url")
-    assert r.returncode == 1
+    assert r.returncode == ExitCode.STORAGE
     assert "is not a SQLAlchemy URL" in r.stderr
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks.harness.specs import minimal_spec_dict
 from nova_search import schema
+from nova_search.errors import ExitCode
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support.cli import nova
@@ -198,9 +199,10 @@ def test_study_page_renders_in_chromium(dashboard, detail, tmp_path):
 def test_bad_flags_are_one_line_naming_the_flag(populated):
     url, _ = populated
     r = nova("dashboard", "--storage", "postgresql+psycopg://nova:hunter2@127.0.0.1:1/x", "--port", "1")
-    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert r.returncode == ExitCode.STORAGE and r.stderr.count("\n") == 1
     assert r.stderr.startswith("error: --storage:") and "hunter2" not in r.stderr and "***" in r.stderr
     r = nova("dashboard", "--storage", "sqlite:///" + str(Path("/nonexistent/nova.db")))
-    assert r.returncode == 1 and "--storage" in r.stderr and "no such database file" in r.stderr
+    assert r.returncode == ExitCode.STORAGE and "--storage" in r.stderr
+    assert "no such database file" in r.stderr
     r = nova("dashboard", "--storage", url, "--artifacts-dir", "/nonexistent/artifacts")
     assert r.returncode == 2 and r.stderr.startswith("error: --artifacts-dir") and r.stderr.count("\n") == 1

@@ -98,7 +98,7 @@ def test_a_staged_study_runs_both_stages_and_every_command_takes_its_name(tmp_pa
 
     best_json = nova("best", "staged", "--storage", url, "--format", "json")
     assert best_json.returncode == 0, best_json.stderr
-    keys = {t["key"] for t in json.loads(best_json.stdout)}
+    keys = {t["key"] for t in json.loads(best_json.stdout)["trials"]}
     assert keys and all(k.startswith(("tune#", "speculative#")) for k in keys)
     for cmd in (
         ("status", "staged"),

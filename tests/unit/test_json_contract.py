@@ -1,0 +1,164 @@
+"""The JSON contract (issue 38, item 3) and the exit-code table (item 4), on records in memory: every
+JSON output carries ``schema_version`` and validates against the JSON Schema the package ships, the
+shipped schemas are current, pairs are named records, ``--version`` answers, and ``errors.ExitCode`` is
+the one table every exit code comes from and docs/commands.md shows."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+import nova_search.cli.work as work
+from nova_search import __version__
+from nova_search.cli._common import app
+from nova_search.errors import (
+    EngineError,
+    ExitCode,
+    InputError,
+    NothingQualifies,
+    NovaError,
+    SpecError,
+    StorageError,
+    StudyError,
+)
+from nova_search.report.status import study_status
+from nova_search.results import schemas
+from nova_search.results.deploy import deploy_answer
+from nova_search.results.schemas import OUTPUTS, BenchOutput, load, stale, status_output
+from nova_search.results.select import best_trials
+from nova_search.results.serialize import best_output, dumps_json, policy_dict, study_dict
+from nova_search.results.speculation import verdict_of
+from nova_search.worker.node import INTERRUPTED
+from tests.support import REPO
+from tests.support.builders import full_report_study, level
+
+
+def _valid(doc: object, name: str) -> dict:
+    """``doc`` as the CLI prints it, checked against the shipped schema; returns the parsed JSON."""
+    parsed = json.loads(dumps_json(doc))
+    jsonschema.Draft202012Validator(load(name)).validate(parsed)
+    return parsed
+
+
+def test_the_shipped_schemas_are_current(monkeypatch, capsys) -> None:
+    assert stale() == []
+    from nova_search.results.schemas.__main__ import main
+
+    monkeypatch.setattr(sys, "argv", ["schemas", "--check"])
+    assert main() == 0
+    names = {p.name for p in schemas.SCHEMA_DIR.glob("*.schema.json")}
+    assert names == {f"{o.name}.schema.json" for o in OUTPUTS}  # no schema left over from a gone output
+
+
+def test_every_output_model_pins_its_schema_version() -> None:
+    for o in OUTPUTS:
+        schema = load(o.name)
+        assert "schema_version" in schema["required"] or "schema_version" in schema["properties"], o.name
+        version = schema["properties"]["schema_version"]
+        assert version.get("const", version.get("default")) == o.version, o.name
+        assert f"schema_version {o.version}" in schema["title"]
+
+
+def test_every_read_output_validates_against_its_shipped_schema() -> None:
+    results = full_report_study()
+    verdict = verdict_of(results)
+    answer = deploy_answer(results, verdict)
+
+    dump = _valid(study_dict(results), "dump")
+    assert dump["schema_version"] == 3 and dump["nova_version"] == __version__
+    assert len(dump["trials"]) == len(results.trials)
+
+    best = _valid(best_output(results, best_trials(results), None, []).model_dump(mode="json"), "best")
+    assert best["schema_version"] == 1
+    assert sorted(t["key"] for t in best["trials"]) == sorted(results.front_keys)
+
+    status = _valid(status_output(study_status(results), answer).model_dump(mode="json"), "status")
+    assert status["schema_version"] == 1 and status["deploy"] == answer.as_json()
+
+    policy = _valid(policy_dict(answer, verdict), "policy")
+    assert {k: policy[k] for k in answer.as_json()} == answer.as_json()  # the answer, then the verdict
+    _valid(answer.as_json(), "deploy")
+
+    # pairs are named: tuned against stock per level, each drafter's verified ranges
+    assert policy["tuned_vs_stock"] == [
+        {"concurrency": c, "gain_pct": pytest.approx(p)} for c, p in verdict.tuned_vs_stock
+    ]
+    assert policy["tuned_vs_stock"] and all(
+        set(g) == {"concurrency", "gain_pct"} for g in policy["tuned_vs_stock"]
+    )
+    for d, v in zip(policy["drafters"], verdict.drafters, strict=True):
+        assert d["verified_ranges"] == [
+            {"min_concurrency": lo, "max_concurrency": hi} for lo, hi in v.verified_ranges
+        ]
+
+
+def test_the_schemas_refuse_what_the_old_shapes_were() -> None:
+    results = full_report_study()
+    old_best = [t for t in study_dict(results)["trials"]]  # best was a bare list of trials
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(old_best, load("best"))
+    dump = study_dict(results)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(dump | {"schema_version": 2}, load("dump"))
+
+
+def test_bench_json_is_an_object_with_its_levels() -> None:
+    out = BenchOutput(url="http://x:8000", names="nova", levels=[level(1).as_dict()]).model_dump(mode="json")
+    doc = _valid(out, "bench")
+    assert doc["schema_version"] == 1 and doc["levels"][0]["concurrency"] == 1
+
+
+def test_version_prints_nova_and_optuna() -> None:
+    from importlib.metadata import version
+
+    r = CliRunner().invoke(app, ["--version"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"nova-search {__version__}"
+    assert f"optuna {version('optuna')}" in lines
+
+
+# ---------------------------------------------------------------- exit codes
+
+
+def test_the_exit_code_table_is_one_enum() -> None:
+    assert {c.name: int(c) for c in ExitCode} == {
+        "OK": 0,
+        "FAILED": 1,
+        "BAD_INPUT": 2,
+        "NOTHING_MEASURED": 3,
+        "NOTHING_QUALIFIES": 4,
+        "STORAGE": 5,
+        "INTERRUPTED": 130,
+    }
+    # the codes named elsewhere are the table's
+    assert work.NOTHING_MEASURED == ExitCode.NOTHING_MEASURED and INTERRUPTED == ExitCode.INTERRUPTED
+
+
+def test_each_error_type_maps_to_one_code() -> None:
+    assert {
+        cls.__name__: cls("x").exit_code
+        for cls in (NovaError, InputError, SpecError, StudyError, NothingQualifies, StorageError, EngineError)
+    } == {
+        "NovaError": ExitCode.FAILED,
+        "InputError": ExitCode.BAD_INPUT,
+        "SpecError": ExitCode.BAD_INPUT,
+        "StudyError": ExitCode.BAD_INPUT,
+        "NothingQualifies": ExitCode.NOTHING_QUALIFIES,
+        "StorageError": ExitCode.STORAGE,
+        "EngineError": ExitCode.FAILED,
+    }
+    # an unknown study is bad input, yet code that catches storage errors still catches it
+    assert isinstance(StudyError("x"), StorageError) and not StudyError("x").transient
+
+
+def test_docs_show_the_table() -> None:
+    text = (REPO / "docs" / "commands.md").read_text()
+    section = text[text.index("## Exit codes") :]
+    rows = dict(re.findall(r"^\| (\d+) \| ([A-Z_]+) \|", section, flags=re.M))
+    assert rows == {str(int(c)): c.name for c in ExitCode}
