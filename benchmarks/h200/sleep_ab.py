@@ -101,10 +101,10 @@ def window(name: str, args: argparse.Namespace, seed: int) -> dict:
         sys.executable, "-m", "nova_search", "bench", "--url", url(name), "--model", "qwen3-8b",
         "--concurrency", str(args.concurrency), "--input-len", str(args.input_len),
         "--output-len", str(args.output_len), "--num-requests", str(args.requests),
-        "--warmup", str(args.warmup), "--seed", str(seed), "--cpus", CLIENT_CPUS, "--json",
+        "--warmup", str(args.warmup), "--seed", str(seed), "--cpus", CLIENT_CPUS, "--format", "json",
     ]  # fmt: skip
     out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=600).stdout
-    (level,) = json.loads(out[out.index("[") :])  # one level: LevelResult as a dict
+    (level,) = json.loads(out[out.index("{") :])["levels"]  # one level: LevelResult as a dict
     return {
         "output_tok_s": level["output_throughput"],
         "ttft_p50_ms": level["ttft_p50_ms"],

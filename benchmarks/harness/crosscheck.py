@@ -258,7 +258,7 @@ def peer_requests(result: dict) -> list[dict]:
 
 
 def nova_figures(level: dict) -> Figures:
-    """One level of ``nova-search bench --json`` -> Figures."""
+    """One level of ``nova-search bench --format json`` -> Figures."""
     return Figures(
         output_throughput=float(level["output_throughput"]),
         ttft_p50_ms=float(level["ttft_p50_ms"]),
@@ -377,7 +377,8 @@ def nova_argv(
         plan.prompt_format,
         *(["--tokenizer", plan.tokenizer] if plan.tokenizer else []),
         *(["--requests-out", str(requests_out)] if requests_out is not None else []),
-        "--json",
+        "--format",
+        "json",
     ]
 
 
@@ -451,7 +452,7 @@ def nova_run(
     timeout_s: float = 600.0,
     requests_out: Path | None = None,
 ) -> dict:
-    """``nova-search bench --json`` at one level, pinned; its one LevelResult as a dict (every
+    """``nova-search bench --format json`` at one level, pinned; its one LevelResult as a dict (every
     measured request also in ``requests_out``, as ``bench --requests-out`` writes them)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
@@ -467,7 +468,7 @@ def nova_run(
     )
     if r.returncode != 0:
         raise RuntimeError(f"nova-search bench failed ({r.returncode}): {r.stderr[-2000:]}")
-    (level,) = json.loads(r.stdout)
+    (level,) = json.loads(r.stdout)["levels"]
     return level
 
 

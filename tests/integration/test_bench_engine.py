@@ -44,7 +44,8 @@ def test_bench_measures_a_running_vllm(shared_vllm, tmp_path):
             "1",
             "--requests-out",
             str(requests_out),
-            "--json",
+            "--format",
+            "json",
         ],
         cwd=REPO,
         env={**os.environ, "NOVA_BENCH_API_KEY": shared_vllm.api_key},
@@ -53,7 +54,9 @@ def test_bench_measures_a_running_vllm(shared_vllm, tmp_path):
         timeout=300,
     )
     assert r.returncode == 0, r.stderr[-2000:]
-    levels = json.loads(r.stdout)
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1 and doc["names"] == "nova" and doc["url"] == shared_vllm.base_url
+    levels = doc["levels"]
     # every measured request, level by level, agrees with the level's own figures
     rows = [json.loads(line) for line in requests_out.read_text().splitlines()]
     for lv in levels:
@@ -87,7 +90,7 @@ def test_bench_without_a_key_is_refused_and_reported(shared_vllm):
             "2",
             "--warmup",
             "0",
-            "--json",
+            "--json",  # the old spelling, kept as an alias of --format json
         ],
         cwd=REPO,
         env={k: v for k, v in os.environ.items() if k != "NOVA_BENCH_API_KEY"},
@@ -96,7 +99,7 @@ def test_bench_without_a_key_is_refused_and_reported(shared_vllm):
         timeout=120,
     )
     assert r.returncode == 0
-    (level,) = json.loads(r.stdout)
+    (level,) = json.loads(r.stdout)["levels"]
     assert level["errors"] == 2 and level["completed"] == 0
     assert "HTTP 401" in level["first_errors"][0]
 
