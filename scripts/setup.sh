@@ -102,7 +102,7 @@ mkdir -p "$(dirname "$ENGINE_DIR")"
 ) 9>"$ENGINE_DIR.lock"
 
 # after the engine: a machine pip cannot get torch for fails at once, not after this
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import nova_search, pytest" 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import nova_search, pytest, xdist" 2>/dev/null; then
   log "project environment: .venv"
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" >&2
