@@ -310,12 +310,14 @@ def export_cmd(
             chosen = results.trial(trial)
         except KeyError as e:
             raise SpecError(f"--trial: {e.args[0]}") from None
-        if chosen.state == "FAIL":
-            # its server crashed, ran out of memory or broke the error budget: nothing to deploy
+        if chosen.state == "FAIL" or not chosen.levels:
+            # it crashed, ran out of memory, broke the error budget, or was refused or stopped before
+            # one level was measured: nothing shows that it serves
             why = f" ({chosen.reason})" if chosen.reason else ""
             raise InputError(
-                f"--trial {trial}: trial {chosen.key} FAILED{why}: its configuration did not serve; "
-                "its argv is in `nova-search dump`"
+                f"--trial {trial}: trial {chosen.key} is {chosen.state}{why} and "
+                f"{'measured no level' if not chosen.levels else 'failed'}: nothing shows that its "
+                "configuration serves (its argv is in `nova-search dump`)"
             )
         launch = launch_of_trial(chosen, device=device_of(results))
     ready = deployable(launch, model=model, as_measured=as_measured, device=device)
