@@ -316,8 +316,8 @@ def pareto_table(results: StudyResults) -> RenderableType | None:
     table = Table(title=f"Pareto-optimal trials of {results.study_name}")
     table.add_column("trial", justify="right")
     table.add_column("role")
-    for o in results.objectives:
-        table.add_column(f"{o.name} {'↑' if o.maximize else '↓'}", justify="right")
+    for o in results.objectives:  # a long name folds onto a second line, never cut
+        table.add_column(f"{o.name} {'↑' if o.maximize else '↓'}", justify="right", overflow="fold")
     table.add_column("GPUs", justify="right")
     table.add_column("peak tok/s per GPU", justify="right")
     blocks: list[RenderableType] = []
