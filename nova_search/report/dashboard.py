@@ -9,7 +9,10 @@ Pure (from ``results`` records, tested without storage):
   baseline per concurrency, the best trials (the Pareto front), and, when given, a policy section.
 - ``dashboard_figures(results)``: graph id -> plotly figure: output throughput and latency (TTFT and
   TPOT p99) against concurrency for stock, the tuned baseline and its runners-up;
-  speculative acceptance when a drafter was measured. Drawn with ``report.figures``, as the report.
+  speculative acceptance when a drafter was measured; output tok/s per user against per GPU for every
+  trial and level, the front marked. Drawn with ``report.figures``, as the report; every axis titled
+  with its unit. A trial note lists the trial's constraints by name and says INFEASIBLE when one
+  fails (optuna-dashboard 0.21 reads no Optuna 5 constraint: ``show_named_constraints``).
 
 Writing goes through optuna-dashboard's own API (``save_note``, ``save_plotly_graph_object``: study
 system attributes, so a finished trial can still get its note). ``after_trial`` is the worker's
@@ -37,8 +40,14 @@ from optuna.trial import FrozenTrial
 from nova_search.db import open_storage, storage_error, storage_errors, study_names
 from nova_search.errors import NovaError, SpecError, StorageError
 from nova_search.measure.objectives import Objective
-from nova_search.report.data import acceptance_table, throughput_table, trial_curves
-from nova_search.report.figures import Series, acceptance_series, line_figure, panel_figure
+from nova_search.report.data import acceptance_table, throughput_table, trial_curves, user_gpu_points
+from nova_search.report.figures import (
+    Series,
+    acceptance_series,
+    line_figure,
+    panel_figure,
+    user_gpu_figure,
+)
 from nova_search.report.markdown import table as md_table
 from nova_search.results.cost import gpu_time
 from nova_search.results.load import read_results, results_of
@@ -55,6 +64,7 @@ log = logging.getLogger("nova_search")
 GRAPH_THROUGHPUT = "nova-throughput"
 GRAPH_LATENCY = "nova-latency"
 GRAPH_ACCEPTANCE = "nova-acceptance"
+GRAPH_USER_GPU = "nova-user-gpu"
 #: runner-up non-speculative trials drawn after the tuned baseline
 CANDIDATES = 3
 #: speculative trials drawn in the acceptance graph (the best ones by the first objective)
@@ -175,11 +185,26 @@ def trial_note_markdown(trial: TrialResult, objectives: Sequence[Objective] = ()
         parts.append("### Profile per concurrency\n\n" + md_table(headers, rows))
     elif trial.state != "PRUNED":
         parts.append("No level was measured.")
+    if trial.constraints:
+        parts.append(_constraints_markdown(trial))
     if trial.warnings:
         parts.append("### Warnings\n\n" + "\n".join(f"- {_cell(w)}" for w in trial.warnings))
     if trial.argv:
         parts.append("### Launch command\n\n" + _fence(shlex.join(trial.argv), "bash"))
     return "\n\n".join(parts) + "\n"
+
+
+def _constraints_markdown(trial: TrialResult) -> str:
+    """Each constraint by its name with its value (Optuna's convention: it holds when <= 0); the
+    heading says INFEASIBLE when one fails, so the note says it whatever the dashboard's table shows."""
+    broken = [k for k, v in trial.constraints.items() if v > 0.0]
+    rows = [[k, _cell(v), "yes" if v <= 0.0 else "**no**"] for k, v in trial.constraints.items()]
+    head = "### Constraints: " + (f"INFEASIBLE ({len(broken)} broken)" if broken else "all hold")
+    return (
+        head
+        + "\n\n"
+        + md_table(["constraint", "value (holds when <= 0)", "holds"], rows, text=("constraint",))
+    )
 
 
 # ---------------------------------------------------------------- study note
@@ -312,7 +337,7 @@ def dashboard_figures(results: StudyResults) -> dict[str, go.Figure]:
         figures[GRAPH_THROUGHPUT] = line_figure(
             throughput,
             title="Output throughput vs concurrency: stock, tuned, runners-up",
-            yaxis_title="tok/s",
+            yaxis_title="output tok/s (per server)",
         )
         figures[GRAPH_LATENCY] = panel_figure(
             [
@@ -329,8 +354,13 @@ def dashboard_figures(results: StudyResults) -> dict[str, go.Figure]:
         series = acceptance_series([r for r in rows if r.trial_number in keep])
         if series:
             figures[GRAPH_ACCEPTANCE] = line_figure(
-                series, title="Speculative decoding: draft acceptance rate", yaxis_title="accepted / drafted"
+                series,
+                title="Speculative decoding: draft acceptance rate",
+                yaxis_title="acceptance rate (accepted ÷ drafted tokens)",
             )
+    user_gpu = user_gpu_figure(user_gpu_points(results))
+    if user_gpu is not None:
+        figures[GRAPH_USER_GPU] = user_gpu
     return figures
 
 
@@ -494,11 +524,49 @@ def open_dashboard(
     return storage, (filesystem_store(folder) if folder is not None else None), folder
 
 
+def show_named_constraints() -> bool:
+    """Make this process's optuna-dashboard show Optuna 5's constraints; True when it does.
+
+    optuna-dashboard 0.21 serializes a trial's constraints from the list ``system_attrs["constraints"]``
+    (what Optuna 4's ``constraints_func`` wrote). Optuna 5's ``trial.set_constraint`` (what the worker
+    calls) writes one ``constraints:<name>`` key per constraint instead, so the dashboard's API gives
+    ``"constraints": []`` and its pages draw every trial as feasible. Its serializer is wrapped here to
+    fill that list from ``FrozenTrial.constraints`` (Optuna's own reading of both forms), in the order
+    Optuna gives them. Nothing is written to the study: writing the list form as well would make Optuna
+    count each constraint twice (keys "0", "1"... and the names), which changes GPSampler's constraint
+    models and makes it refuse a study whose older trials have only the named form ("The number of
+    constraints must be the same for all trials"). The plain ``optuna-dashboard`` command still shows
+    none; each trial's note lists its constraints by name either way.
+
+    A private function of optuna-dashboard (pinned by tests/integration/test_dashboard.py, which reads
+    the constraints back through the API): when it is not there, a warning and False."""
+    try:
+        from optuna_dashboard import _serializer
+
+        original = _serializer.serialize_frozen_trial
+    except (ImportError, AttributeError) as e:
+        _warn_once(f"optuna-dashboard will show no constraints (its serializer changed: {e})")
+        return False
+    if getattr(original, "nova_constraints", False):
+        return True
+
+    def serialize_frozen_trial(study_id: int, trial: FrozenTrial, study_system_attrs: dict[str, Any]) -> Any:
+        out = original(study_id, trial, study_system_attrs)
+        if not out.get("constraints") and trial.constraints:
+            out["constraints"] = [float(v) for v in trial.constraints.values()]
+        return out
+
+    serialize_frozen_trial.nova_constraints = True  # type: ignore[attr-defined]
+    _serializer.serialize_frozen_trial = serialize_frozen_trial
+    return True
+
+
 def serve(storage: Any, artifact_store: Any, host: str, port: int) -> None:
-    """optuna-dashboard (``run_server``) on host:port until interrupted. Raises NovaError when the
-    address cannot be bound."""
+    """optuna-dashboard (``run_server``) on host:port until interrupted, showing Optuna 5's constraints
+    (``show_named_constraints``). Raises NovaError when the address cannot be bound."""
     from optuna_dashboard import run_server
 
+    show_named_constraints()
     try:
         run_server(storage, host=host, port=port, artifact_store=artifact_store)
     except OSError as e:

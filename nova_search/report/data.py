@@ -12,6 +12,8 @@ table is empty and ``ReportData.notes`` says so in words.
 - Parameter importances per objective (``optuna.importance.get_param_importances`` on an in-memory
   copy of the complete trials), only with >= 2 complete trials with parameters.
 - Cost per 1M output tokens from a $/GPU-hour price: price x GPUs / (tok/s x 3600) x 1e6.
+- Output tok/s per user against output tok/s per GPU, one point per trial and concurrency level, the
+  feasible front marked (``user_gpu_points``: ``vllm bench sweep plot_pareto``'s view; docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -95,6 +97,24 @@ class ParetoPoint:
 
 
 @dataclass(frozen=True)
+class UserGpuPoint:
+    """One configuration at one concurrency level, as ``vllm bench sweep plot_pareto`` draws it:
+    output tok/s per user (the level's output tok/s / its concurrency) against output tok/s per GPU
+    (the level's output tok/s / the GPUs the server held, its tensor parallel size)."""
+
+    trial_number: str
+    configuration: str
+    concurrency: int
+    gpus: int
+    tok_s_per_user: float
+    tok_s_per_gpu: float
+    #: the trial met every constraint (an infeasible trial's points are drawn, never on the front)
+    feasible: bool
+    #: no other feasible point is at least as good on both axes and better on one
+    on_front: bool
+
+
+@dataclass(frozen=True)
 class CostRow:
     concurrency: int
     which: str
@@ -163,6 +183,8 @@ class ReportData:
     gpu_time: GpuTime = field(default_factory=GpuTime)
     #: what to deploy (results.deploy): the report's first section
     deploy: DeployAnswer | None = None
+    #: output tok/s per user against per GPU, one point per trial and level (``user_gpu_points``)
+    user_gpu: tuple[UserGpuPoint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -283,6 +305,33 @@ def pareto_points(results: StudyResults) -> list[ParetoPoint]:
         for t in results.complete()
         if t.values is not None
     ]
+
+
+def user_gpu_points(results: StudyResults) -> list[UserGpuPoint]:
+    """Every measured level of every COMPLETE trial as a (tok/s per user, tok/s per GPU) point, the
+    front marked: the feasible points no other feasible point dominates (both axes maximized; equal
+    points are both on it). Sorted by trial, then concurrency. A level without output tokens is left
+    out (nothing to divide)."""
+    raw: list[tuple[TrialResult, int, float, float]] = []
+    for t in results.complete():
+        for lv in sorted(t.levels, key=lambda lv: lv.concurrency):
+            if lv.output_throughput is None or lv.output_throughput <= 0 or lv.concurrency <= 0:
+                continue
+            raw.append(
+                (t, lv.concurrency, lv.output_throughput / lv.concurrency, lv.output_throughput / t.gpus)
+            )
+    feasible = [(u, g) for t, _, u, g in raw if t.feasible]
+
+    def dominated(u: float, g: float) -> bool:
+        return any(fu >= u and fg >= g and (fu > u or fg > g) for fu, fg in feasible)
+
+    out = []
+    for t, c, u, g in raw:
+        label = t.config.label() if t.config else ("vLLM defaults" if t.is_stock else "")
+        out.append(
+            UserGpuPoint(t.key, label, c, t.gpus, u, g, t.feasible, t.feasible and not dominated(u, g))
+        )
+    return out
 
 
 def cost_table(
@@ -436,4 +485,5 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
         notes=tuple(notes),
         gpu_time=gpu_time(results),
         deploy=deploy_answer(results, full),
+        user_gpu=tuple(user_gpu_points(results)),
     )

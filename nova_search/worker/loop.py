@@ -423,8 +423,8 @@ def trial_end(t: FrozenTrial) -> TrialEnd:
         detail = summary or ", ".join(f"{v:.4g}" for v in t.values or ())
     else:
         detail = f"{reason or 'unknown'}: {message or ''}".rstrip(": ")
-    constraints = t.system_attrs.get("constraints")
-    feasible = state == "COMPLETE" and all(c <= 0 for c in constraints or ())
+    # Optuna 5's reading of both forms (set_constraint's `constraints:<name>` keys, the old list)
+    feasible = state == "COMPLETE" and all(c <= 0 for c in t.constraints.values())
     return TrialEnd(
         number=t.number,
         state=state,

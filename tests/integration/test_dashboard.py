@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import optuna
 import pytest
 
 from benchmarks.harness.specs import minimal_spec_dict
@@ -30,9 +31,11 @@ LEVELS, REQUESTS = (1, 4), 6
 
 @pytest.fixture(scope="module")
 def populated(tmp_path_factory):
-    """A SQLite study of four trials run by the real worker: the stock baseline and an n-gram trial
+    """A SQLite study of five trials run by the real worker: the stock baseline and an n-gram trial
     (COMPLETE), a configuration the engine refuses at boot (PRUNED, "unsupported"), one the
-    compatibility table refuses (PRUNED, never launched)."""
+    compatibility table refuses (PRUNED, never launched, so not counted in the budget of four
+    measurements), a second n-gram trial (COMPLETE). The two refused ones are infeasible (the
+    ``launchable`` constraint, Optuna 5's set_constraint)."""
     tmp = tmp_path_factory.mktemp("dash")
     raw = minimal_spec_dict(
         name="dash",
@@ -68,6 +71,10 @@ def populated(tmp_path_factory):
             "max_num_batched_tokens": 512,
         }
     )
+    study.enqueue_trial(
+        {**base, "max_num_seqs": 16, "enable_prefix_caching": True, "spec_method": "ngram",
+         "num_speculative_tokens": 3}
+    )  # fmt: skip
     artifacts = tmp / "artifacts"
     r = nova("worker", "dash", "--storage", url, "--artifacts-dir", str(artifacts))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -90,7 +97,7 @@ def detail(dashboard):
 def test_metric_names_and_trial_states(detail):
     _, body = detail
     assert body["objective_names"] == METRICS
-    assert [t["state"] for t in body["trials"]] == ["Complete", "Complete", "Pruned", "Pruned"]
+    assert [t["state"] for t in body["trials"]] == ["Complete", "Complete", "Pruned", "Pruned", "Complete"]
     for t in body["trials"]:
         attrs = {a["key"]: a["value"] for a in t["user_attrs"]}
         assert 0 < len(attrs[schema.SUMMARY.key]) <= 200, attrs
@@ -100,7 +107,7 @@ def test_metric_names_and_trial_states(detail):
 
 def test_every_finished_trial_has_its_note(detail):
     _, body = detail
-    stock, ngram, fail, pruned = (t["note"]["body"] for t in body["trials"])
+    stock, ngram, fail, pruned, _ = (t["note"]["body"] for t in body["trials"])
     assert stock.startswith("## Trial 0: COMPLETE (stock)")
     header = next(ln for ln in ngram.splitlines() if ln.startswith("| concurrency"))
     assert "TTFT p99 ms" in header and header.endswith("| acceptance |")  # n-gram: acceptance shown
@@ -117,11 +124,11 @@ def test_every_finished_trial_has_its_note(detail):
 def test_study_note_and_graphs(detail):
     _, body = detail
     note = body["note"]["body"]
-    assert note.startswith("# dash\n") and "4 trials: 2 COMPLETE, 2 PRUNED" in note
+    assert note.startswith("# dash\n") and "5 trials: 3 COMPLETE, 2 PRUNED" in note
     # the only non-speculative trial is stock: it is the tuned baseline (never the n-gram trial)
     assert "stock: trial 0 · tuned: trial 0" in note
     graphs = {g["id"]: json.loads(g["graph_object"]) for g in body["plotly_graph_objects"]}
-    assert set(graphs) == {"nova-throughput", "nova-latency", "nova-acceptance"}
+    assert set(graphs) == {"nova-throughput", "nova-latency", "nova-acceptance", "nova-user-gpu"}
     names = [t["name"] for t in graphs["nova-throughput"]["data"]]
     assert names == ["stock = tuned (trial 0)"]
     assert graphs["nova-throughput"]["data"][0]["x"] == [str(c) for c in LEVELS]
@@ -130,7 +137,65 @@ def test_study_note_and_graphs(detail):
         "TTFT p99 (ms)",
         "TPOT p99 (ms)",
     ]
-    assert [t["name"] for t in graphs["nova-acceptance"]["data"]] == ["trial 1 (ngram/k3)"]
+    assert [t["name"] for t in graphs["nova-acceptance"]["data"]] == [
+        "trial 1 (ngram/k3)",
+        "trial 4 (ngram/k3)",
+    ]
+    # every axis is titled, with its unit
+    layouts = {k: g["layout"] for k, g in graphs.items()}
+    assert layouts["nova-throughput"]["yaxis"]["title"]["text"] == "output tok/s (per server)"
+    assert [layouts["nova-latency"][a]["title"]["text"] for a in ("yaxis", "yaxis2")] == [
+        "TTFT p99 (ms)",
+        "TPOT p99 (ms)",
+    ]
+    for k, layout in layouts.items():
+        for axis in [a for a in layout if a.startswith(("xaxis", "yaxis"))]:
+            assert layout[axis]["title"]["text"], (k, axis)
+    assert layouts["nova-throughput"]["xaxis"]["title"]["text"] == "concurrency (requests in flight)"
+
+
+def test_per_user_per_gpu_graph(populated, detail):
+    """One point per COMPLETE trial and level: tok/s per user = tok/s / concurrency, per GPU = tok/s / 1
+    (one GPU each); the front is the feasible points nothing beats on both axes."""
+    _, body = detail
+    graph = next(
+        json.loads(g["graph_object"]) for g in body["plotly_graph_objects"] if g["id"] == "nova-user-gpu"
+    )
+    assert graph["layout"]["xaxis"]["title"]["text"].startswith("output tok/s per user")
+    assert graph["layout"]["yaxis"]["title"]["text"].startswith("output tok/s per GPU")
+    points = {
+        (txt.split(" ")[1], int(txt.split("concurrency ")[1].split(",")[0])): (x, y)
+        for t in graph["data"]
+        for txt, x, y in zip(t["text"], t["x"], t["y"], strict=True)
+        if t["name"] != "Pareto front"
+    } | {
+        (txt.split(" ")[1], int(txt.split("concurrency ")[1].split(",")[0])): (x, y)
+        for t in graph["data"]
+        if t["name"] == "Pareto front"
+        for txt, x, y in zip(t["text"], t["x"], t["y"], strict=True)
+    }
+    assert set(points) == {(k, c) for k in ("0", "1", "4") for c in LEVELS}
+    study = optuna.load_study(study_name="dash", storage=populated[0])
+    for t in study.get_trials(states=[optuna.trial.TrialState.COMPLETE]):
+        for lv in schema.LEVELS.read(t.user_attrs):
+            x, y = points[(str(t.number), lv.concurrency)]
+            assert x == pytest.approx(lv.output_throughput / lv.concurrency)
+            assert y == pytest.approx(lv.output_throughput)
+    front = next(t for t in graph["data"] if t["name"] == "Pareto front")
+    on = list(zip(front["x"], front["y"], strict=True))
+    assert on and all(
+        not any(x2 >= x and y2 >= y and (x2, y2) != (x, y) for x2, y2 in points.values()) for x, y in on
+    )
+
+
+def test_constraints_through_the_dashboard_api(detail):
+    """optuna-dashboard 0.21 reads the list form of the constraints; `nova-search dashboard` gives it
+    Optuna 5's named ones: the refused configurations are infeasible in its API and pages."""
+    _, body = detail
+    assert [t["constraints"] for t in body["trials"]] == [[], [], [1.0], [1.0], []]
+    for t in body["trials"][2:4]:
+        assert "### Constraints: INFEASIBLE (1 broken)" in t["note"]["body"]
+        assert "| launchable | 1 | **no** |" in t["note"]["body"]
 
 
 def test_artifacts_download_through_the_dashboard(dashboard, detail):
@@ -194,6 +259,26 @@ def test_study_page_renders_in_chromium(dashboard, detail, tmp_path):
         r.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     )
     print(f"screenshot of the study page: {shot}")
+
+
+@pytest.mark.browser
+def test_analytics_page_renders_in_chromium(dashboard, detail):
+    """The Analytics page draws its plots and logs no uncaught error (chromium logs the page's console
+    at --log-level=0). It went blank with `Cannot read properties of undefined (reading 'z')` on a study
+    whose only trial with parameters besides the stock one (which has none) is alone in the contour
+    plot: see docs/deploy/dashboard.md. This study has two such trials."""
+    study_id, _ = detail
+    page = f"{dashboard}/dashboard/studies/{study_id}/analytics"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,2000",
+             "--virtual-time-budget=15000", "--enable-logging=stderr", "--log-level=0"]  # fmt: skip
+    dom = subprocess.run(
+        [chromium(), *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120
+    )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    console = [ln for ln in dom.stderr.splitlines() if ":CONSOLE" in ln]
+    assert not [ln for ln in console if "Uncaught" in ln or "TypeError" in ln], console
+    assert "Hyperparameter Relationships" in dom.stdout
+    assert dom.stdout.count("js-plotly-plot") >= 3, "the Analytics plots were not drawn"
 
 
 def test_bad_flags_are_one_line_naming_the_flag(populated):
