@@ -37,7 +37,9 @@ from nova_search.report.figures import (
     Series,
     acceptance_series,
     line_figure,
+    metric_axis_title,
     panel_figure,
+    user_gpu_figure,
 )
 from nova_search.report.policy import (
     ANSWER_HEADERS,
@@ -139,7 +141,9 @@ def throughput_figure(data: ReportData) -> go.Figure | None:
         Series(f"stock (trial {data.stock_trial})", xs, tuple(r.stock_tok_s for r in rows), STOCK_COLOR),
         Series(f"tuned (trial {data.tuned_trial})", xs, tuple(r.tuned_tok_s for r in rows), TUNED_COLOR),
     )
-    return line_figure(series, title="Output throughput per concurrency", yaxis_title="tok/s")
+    return line_figure(
+        series, title="Output throughput per concurrency", yaxis_title="output tok/s (per server)"
+    )
 
 
 def latency_figure(data: ReportData) -> go.Figure | None:
@@ -193,10 +197,14 @@ def pareto_figure(data: ReportData) -> go.Figure | None:
         )
     if len(objs) >= 2:
         fig.update_layout(
-            title="Objectives and the Pareto front", xaxis_title=objs[0].name, yaxis_title=objs[1].name
+            title="Objectives and the Pareto front",
+            xaxis_title=metric_axis_title(objs[0]),
+            yaxis_title=metric_axis_title(objs[1]),
         )
     else:
-        fig.update_layout(title=f"{objs[0].name} per trial", xaxis_title="trial", yaxis_title=objs[0].name)
+        fig.update_layout(
+            title=f"{objs[0].name} per trial", xaxis_title="trial", yaxis_title=metric_axis_title(objs[0])
+        )
     return fig
 
 
@@ -236,7 +244,9 @@ def acceptance_figure(data: ReportData) -> go.Figure | None:
     series = acceptance_series(data.acceptance)
     if not series:
         return None
-    return line_figure(series, title="Draft acceptance rate", yaxis_title="accepted / drafted")
+    return line_figure(
+        series, title="Draft acceptance rate", yaxis_title="acceptance rate (accepted ÷ drafted tokens)"
+    )
 
 
 # ---------------------------------------------------------------- sections
@@ -462,6 +472,15 @@ def pareto_section(data: ReportData) -> Section:
     return _section("Pareto front", parts)
 
 
+def user_gpu_section(data: ReportData) -> Section:
+    """Output tok/s per user against per GPU (report.data.user_gpu_points; docs/metrics.md)."""
+    title = "Output tok/s per user vs per GPU"
+    fig = user_gpu_figure(data.user_gpu)
+    if fig is None:
+        return _section(title, [_missing("No COMPLETE trial measured a level: no point to draw.")])
+    return _section(title, [_div(fig)])
+
+
 def hypervolume_section(data: ReportData) -> Section:
     title = "Hypervolume history"
     if not data.hypervolume:
@@ -547,6 +566,7 @@ SECTIONS: tuple[Callable[[ReportData], Section], ...] = (
     cost_section,
     gpu_time_section,
     pareto_section,
+    user_gpu_section,
     hypervolume_section,
     importance_section,
     saturation_section,

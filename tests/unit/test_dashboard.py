@@ -20,6 +20,7 @@ from nova_search.report.dashboard import (
     GRAPH_ACCEPTANCE,
     GRAPH_LATENCY,
     GRAPH_THROUGHPUT,
+    GRAPH_USER_GPU,
     after_trial,
     dashboard_figures,
     refresh_dashboard,
@@ -166,7 +167,7 @@ def test_curves_are_stock_tuned_and_runners_up(full):
 
 def test_dashboard_figures(full):
     figs = dashboard_figures(full)
-    assert list(figs) == [GRAPH_THROUGHPUT, GRAPH_LATENCY, GRAPH_ACCEPTANCE]
+    assert list(figs) == [GRAPH_THROUGHPUT, GRAPH_LATENCY, GRAPH_ACCEPTANCE, GRAPH_USER_GPU]
     tput = figs[GRAPH_THROUGHPUT]
     assert [t.name for t in tput.data] == ["stock (trial 0)", "tuned (trial 1)", "trial 2"]
     assert list(tput.data[1].x) == ["1", "8"] and list(tput.data[1].y) == [110, 600]
@@ -186,7 +187,7 @@ def test_dashboard_figures(full):
 def test_no_figures_without_measurements():
     assert dashboard_figures(study()) == {}
     no_drafter = dashboard_figures(study(mk(0, [lv(8, 20, 2)], role="stock")))
-    assert set(no_drafter) == {GRAPH_THROUGHPUT, GRAPH_LATENCY}
+    assert set(no_drafter) == {GRAPH_THROUGHPUT, GRAPH_LATENCY, GRAPH_USER_GPU}
 
 
 # ---------------------------------------------------------------- request records
@@ -258,7 +259,7 @@ def test_after_trial_writes_the_trial_note_the_study_note_and_the_graphs():
     assert get_note(s).startswith(f"# {s.study_name}\n") and "2 trials: 1 COMPLETE, 1 FAIL" in get_note(s)
     attrs = s._storage.get_study_system_attrs(s._study_id)
     graphs = {k.split(":")[2] for k in attrs if k.startswith("dashboard:plot_data:")}
-    assert graphs == {GRAPH_THROUGHPUT, GRAPH_LATENCY}
+    assert graphs == {GRAPH_THROUGHPUT, GRAPH_LATENCY, GRAPH_USER_GPU}
     # a second refresh overwrites the graphs in place
     refresh_dashboard(s, study_results(s, "memory"))
     assert {k for k in s._storage.get_study_system_attrs(s._study_id) if "plot_data" in k} == {

@@ -196,7 +196,7 @@ def test_html_has_tables_figures_and_notes(full, tmp_path):
     ):
         assert f'<table class="{cls}">' in page, cls
     assert '<table class="acceptance">' in page and '<table class="trials">' in page
-    assert page.count('class="plotly-graph-div"') == 6
+    assert page.count('class="plotly-graph-div"') == 7  # six + tok/s per user vs per GPU
     assert page.count(get_plotlyjs()[:300]) == 1  # plotly.js inlined exactly once
     assert "CUDA out of memory" in page  # the failed trial's reason
     assert "<td>50</td>" in page  # % vs stock at concurrency 8, to 4 significant digits

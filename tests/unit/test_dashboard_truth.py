@@ -1,0 +1,69 @@
+"""What the dashboard and the report must not hide (issue 38, item 5): Optuna 5's constraints in
+optuna-dashboard 0.21's API and in the worker's view of a trial, and the tok/s per user vs per GPU
+points with their front (pure, hand-made trials)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from nova_search.engine.config import EngineConfig
+from nova_search.report.dashboard import show_named_constraints, trial_note_markdown
+from nova_search.report.data import user_gpu_points
+from nova_search.report.figures import user_gpu_figure
+from nova_search.worker.loop import trial_end
+from tests.support.builders import level as lv
+from tests.support.builders import report_study as study
+from tests.support.builders import report_trial as mk
+
+
+def _infeasible_study() -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    s = optuna.create_study(directions=["maximize"])
+    for violation in (120.0, -5.0):
+        t = s.ask()
+        t.set_constraint("ttft_p99_ms<=500@4", violation)  # what trial/run.py writes
+        s.tell(t, 1.0)
+    return s
+
+
+def test_the_dashboard_api_shows_optuna5_constraints():
+    from optuna_dashboard import _serializer
+
+    s = _infeasible_study()
+    assert show_named_constraints() and show_named_constraints()  # idempotent
+    got = [_serializer.serialize_frozen_trial(s._study_id, t, {})["constraints"] for t in s.trials]
+    assert got == [[120.0], [-5.0]]
+    assert [t.constraints for t in s.trials] == [{"ttft_p99_ms<=500@4": 120.0}, {"ttft_p99_ms<=500@4": -5.0}]
+
+
+def test_the_worker_sees_an_infeasible_trial():
+    infeasible, feasible = _infeasible_study().trials
+    assert trial_end(infeasible).feasible is False and trial_end(feasible).feasible is True
+
+
+def test_the_trial_note_names_each_constraint():
+    t = mk(1, [lv(4, 100)], constraints={"ttft_p99_ms<=500@4": 12.5, "errors<=0@every": 0.0})
+    note = trial_note_markdown(t)
+    assert "### Constraints: INFEASIBLE (1 broken)" in note
+    assert "| ttft_p99_ms<=500@4 | 12.5 | **no** |" in note and "| errors<=0@every | 0 | yes |" in note
+
+
+def test_user_gpu_points_and_front():
+    two_gpus = EngineConfig(tensor_parallel_size=2)
+    results = study(
+        mk(0, [lv(1, 50), lv(8, 240)], role="stock"),
+        mk(1, [lv(1, 60), lv(8, 200)], config=two_gpus),  # 2 GPUs: per GPU halved
+        mk(2, [lv(1, 90), lv(8, 400)], constraints={"c": 1.0}),  # best, but infeasible
+    )
+    points = {(p.trial_number, p.concurrency): p for p in user_gpu_points(results)}
+    assert set(points) == {(k, c) for k in ("0", "1", "2") for c in (1, 8)}
+    p = points[("1", 8)]
+    assert (p.gpus, p.tok_s_per_user, p.tok_s_per_gpu) == (2, pytest.approx(25.0), pytest.approx(100.0))
+    # feasible points: (50, 50) (30, 240) for trial 0; (60, 30) (25, 100) for trial 1
+    assert {k for k, p in points.items() if p.on_front} == {("0", 1), ("0", 8), ("1", 1)}
+    assert not any(p.on_front for k, p in points.items() if k[0] == "2")
+    fig = user_gpu_figure(list(points.values()))
+    assert fig is not None and fig.layout.xaxis.title.text.startswith("output tok/s per user")
+    assert [t.name for t in fig.data] == ["feasible", "infeasible (a constraint fails)", "Pareto front"]
+    assert user_gpu_figure([]) is None
