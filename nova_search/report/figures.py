@@ -25,8 +25,8 @@ STOCK_COLOR = PALETTE[0]
 TUNED_COLOR = PALETTE[1]
 #: the concurrency axis (the load generator's requests in flight)
 CONCURRENCY_TITLE = "concurrency (requests in flight)"
-USER_TITLE = "output tok/s per user (output tok/s ÷ concurrency)"
-GPU_TITLE = "output tok/s per GPU (output tok/s ÷ GPUs of the server)"
+USER_TITLE = "output tok/s per user (÷ concurrency)"
+GPU_TITLE = "output tok/s per GPU (÷ GPUs per server)"
 
 
 def metric_unit(metric: str) -> str:
@@ -168,7 +168,7 @@ def user_gpu_figure(points: Sequence[UserGpuPoint], *, title: str | None = None)
             )
         )
     fig.update_layout(
-        title=title or "Output tok/s per user vs per GPU: every configuration and concurrency level",
+        title=title or "Output tok/s per user vs per GPU (trial × concurrency)",
         xaxis_title=USER_TITLE,
         yaxis_title=GPU_TITLE,
     )
