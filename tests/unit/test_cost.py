@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import html
-
 import pytest
+from markupsafe import escape
 from rich.console import Console
 
 from nova_search.report.dashboard import study_note_markdown
@@ -115,7 +114,7 @@ def test_how_busy_each_gpu_was_over_the_study() -> None:
     assert g.held_text() == line
     assert line in status_lines(study_status(s))
     assert line in study_note_markdown(s)
-    assert html.escape(line) in render_html(build_report_data(s))
+    assert str(escape(line)) in render_html(build_report_data(s))  # as the report's templates escape it
     assert gpu_time(study(launched(0, 80.0, 30.0, 120.0))).held_text() is None
 
 
