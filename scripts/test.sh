@@ -4,15 +4,65 @@
 #   bash scripts/test.sh --all [PYTEST ARGS]  every tier: adds the real vLLM engine, headless Chromium and
 #                                             the committed results under benchmarks/results/ (CI, .ci/run)
 # PostgreSQL: NOVA_TEST_PG (default postgresql+psycopg://postgres@127.0.0.1:5432/test) must be reachable.
+#
+# Up to three pytest runs, each given PYTEST ARGS (a -m of yours takes the tier's place in each):
+#   1. the tests marked serial, alone: they bound a timing (a schedule's lag, a CPU-bound client), and
+#      other tests running beside them would be what they measure;
+#   2. the rest of the default tier on NOVA_TEST_WORKERS pytest-xdist workers (default 3, or -n N; 0: all
+#      in one process). Most of these tests wait (stand-in engines booting, heartbeats, grace periods,
+#      worker subprocesses): three at a time keep 2 cores busy, not overloaded. Each worker counts only
+#      its own stand-in engines and keeps a file of tests sharing a module fixture (tests/conftest.py);
+#      every database is a fresh one (benchmarks/harness/pg.py), every port a free one;
+#   3. --all (or a -m of yours): the engine, browser and recorded tiers, one test at a time (vLLM on the
+#      CPU takes the cores).
+# The exit status is the first failing run's (pytest's 1 failed, 2 interrupted, ...); a run that selects no
+# test (pytest's 5) is no failure unless none of them ran any test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 all=false
-tier=(-m "not engine and not browser and not recorded")
 if [ "${1:-}" = "--all" ]; then
   shift
   all=true
-  tier=(-m "")
 fi
+# a -m of the caller's replaces the tier, a -n sets NOVA_TEST_WORKERS (the serial tests stay alone);
+# every other argument goes to each run as given
+user_tier=""
+workers=${NOVA_TEST_WORKERS:-3}
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n | --numprocesses)
+      [ $# -ge 2 ] || { echo "test.sh: $1 needs a number of workers" >&2; exit 4; }
+      workers=$2
+      shift 2
+      ;;
+    -n* | --numprocesses=*)
+      workers=${1#-n}
+      workers=${workers#--numprocesses=}
+      shift
+      ;;
+    -m)
+      [ $# -ge 2 ] || { echo "test.sh: -m needs a marker expression" >&2; exit 4; }
+      user_tier=$2
+      shift 2
+      ;;
+    -m*)
+      user_tier=${1#-m}
+      shift
+      ;;
+    *)
+      args+=("$1")
+      shift
+      ;;
+  esac
+done
+case "$workers" in
+  '' | *[!0-9]*)
+    echo "test.sh: the number of workers (NOVA_TEST_WORKERS or -n) must be a whole number (0: none, all in one process), not '$workers'" >&2
+    exit 4
+    ;;
+esac
+
 NOVA_ENGINE_PYTHON=$(bash scripts/setup.sh)
 export NOVA_ENGINE_PYTHON
 # Chromium renders the dashboard's study page in the browser test (--all only). Only this command
@@ -24,4 +74,49 @@ if $all && ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browse
   apt-get -o DPkg::Lock::Timeout=300 install -y -qq chromium >/dev/null 2>&1 \
     || { apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 && apt-get -o DPkg::Lock::Timeout=300 install -y -qq chromium >&2; }
 fi
-exec .venv/bin/python -m pytest "${tier[@]}" -p no:cacheprovider "$@"
+
+heavy="engine or browser or recorded"
+if [ -n "$user_tier" ]; then
+  tier="($user_tier)"
+elif $all; then
+  tier=""
+else
+  tier="not ($heavy)"
+fi
+# "A and B" where A may be empty
+both() { if [ -n "$1" ]; then echo "$1 and $2"; else echo "$2"; fi; }
+
+status=0
+ran_any=false
+# run LABEL PYTEST-ARGS...: one pytest run; remembers the first failure, stops at an interruption
+run() {
+  local label=$1 rc=0
+  shift
+  echo "[test] $label" >&2
+  .venv/bin/python -m pytest -p no:cacheprovider "$@" "${args[@]}" || rc=$?
+  case $rc in
+    0) ran_any=true ;;
+    5) echo "[test] $label: no test selected" >&2 ;;
+    *)
+      ran_any=true
+      if [ "$status" -eq 0 ]; then status=$rc; fi
+      # interrupted, internal error, usage error: the next runs would say the same
+      if [ "$rc" -ge 2 ]; then exit "$rc"; fi
+      ;;
+  esac
+}
+
+run "serial (timing) tests, alone" -m "$(both "$tier" "serial and not ($heavy)")"
+if [ "$workers" -gt 0 ]; then
+  run "default tier, $workers workers" -n "$workers" --dist loadgroup -m "$(both "$tier" "not serial and not ($heavy)")"
+else
+  run "default tier" -m "$(both "$tier" "not serial and not ($heavy)")"
+fi
+if $all || [ -n "$user_tier" ]; then
+  run "engine, browser and recorded tiers, one at a time" -m "$(both "$tier" "($heavy)")"
+fi
+if ! $ran_any; then
+  echo "[test] no test selected" >&2
+  exit 5
+fi
+exit "$status"

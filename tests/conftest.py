@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.specs import FAKE_ENGINE_TAG
 from benchmarks.harness.standin import StandinOptions, StandinServer
 from tests.support import REPO  # noqa: F401 - the repository root, for tests that ask conftest
 
@@ -21,6 +23,11 @@ def pytest_configure(config: pytest.Config) -> None:
     the background without job control ignores SIGINT in it, and Python keeps an ignored SIGINT, so
     the tests of interruption (and the workers they start) would see nothing."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # This process's own tag, passed on to every stand-in engine its tests start (through the
+    # workers' environment and the stand-in spec's engine.env), so that workers.fake_engines() counts
+    # only those: the other processes of a parallel run (pytest-xdist, scripts/test.sh) and other runs
+    # on the machine start their own. Set, not inherited: an xdist worker starts from its parent's.
+    os.environ[FAKE_ENGINE_TAG] = uuid.uuid4().hex
 
 
 #: fixtures that need the real vLLM engine: a test that asks for one is in the engine tier
@@ -29,7 +36,8 @@ ENGINE_FIXTURES = frozenset({"engine_python", "shared_vllm", "trained_pair"})
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tiers stay honest: a test that asks for the real engine without the ``engine`` marker would
-    run (for minutes) in the default tier, so collection stops and names it."""
+    run (for minutes) in the default tier, so collection stops and names it; so it does for a file of
+    tests sharing a module's fixture that ONE_WORKER_FILES does not name. Then the slowest first."""
     unmarked = [
         item.nodeid
         for item in items
@@ -38,6 +46,70 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ]
     if unmarked:
         raise pytest.UsageError("mark these @pytest.mark.engine (they need vLLM): " + ", ".join(unmarked))
+    shared = sorted({_file(item) for item in items if _uses_a_module_fixture(item)} - ONE_WORKER_FILES)
+    if shared:
+        raise pytest.UsageError(
+            "add these to ONE_WORKER_FILES in tests/conftest.py (their tests share a module-scoped "
+            "fixture, to be built once on one pytest-xdist worker): " + ", ".join(shared)
+        )
+    # The slowest first (a stable sort: within each kind, the files' order): parallel workers then end
+    # together on the many short tests instead of one of them finishing a long study alone.
+    items.sort(key=_slow_first)
+
+
+#: The test files whose tests share a fixture built once for the module (or class): a study run by real
+#: workers, an installed wheel, tens of seconds each. On pytest-xdist (scripts/test.sh) all of such a
+#: file's tests go to one worker, which builds it once; every other test goes wherever a worker is free.
+#: Collection fails naming a file that should be here and is not.
+ONE_WORKER_FILES = frozenset(
+    {
+        "tests/integration/test_api_postgres.py",
+        "tests/integration/test_dashboard.py",
+        "tests/integration/test_deploy_answer_postgres.py",
+        "tests/integration/test_exit_codes_postgres.py",
+        "tests/integration/test_install.py",
+        "tests/unit/test_workloads.py",
+    }
+)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: without it installed, never called
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadgroup`` with ONE_WORKER_FILES as groups: its own scheduler, since pytest-xdist 3.8
+    cannot group by marks on pytest 9.2 (it renames node ids, and pytest 9.2 no longer takes that:
+    pytest-dev/pytest-xdist#1386)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class OneWorkerFiles(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in ONE_WORKER_FILES else super()._split_scope(nodeid)
+
+    return OneWorkerFiles(config, log)
+
+
+def _file(item: pytest.Item) -> str:
+    """The test's file as its node id gives it (relative to the repository root)."""
+    return item.nodeid.split("::", 1)[0]
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture set up once for its module (or class), not once per test."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values())
+
+
+def _slow_first(item: pytest.Item) -> int:
+    """0: a study on the stand-in engine or PostgreSQL with worker processes (``*_standin.py``,
+    ``*_postgres.py``, tens of seconds each), 1: the other integration tests, 2: unit tests."""
+    path = Path(str(item.path))
+    if "integration" not in path.parts:
+        return 2
+    return 0 if path.stem.endswith(("_standin", "_postgres")) else 1
 
 
 @pytest.fixture(scope="session")

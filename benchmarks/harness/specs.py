@@ -14,6 +14,9 @@ from nova_search.spec import StudySpec, parse_spec
 
 #: the module a stand-in spec launches as its "engine" (benchmarks/harness/fake_engine.py)
 FAKE_ENGINE = "benchmarks.harness.fake_engine"
+#: which test process started a stand-in engine, passed on from the worker's environment like the knobs:
+#: workers.fake_engines() counts only its own process's (tests/conftest.py sets it, one per process)
+FAKE_ENGINE_TAG = "FAKE_ENGINE_TAG"
 #: the stand-in's knobs, taken from each worker's environment (a server inherits nothing else of it)
 FAKE_ENGINE_ENV = {
     name: f"${{{name}:-{default}}}"
@@ -24,6 +27,7 @@ FAKE_ENGINE_ENV = {
         ("FAKE_ENGINE_REFUSE", ""),
         ("FAKE_ENGINE_SLOW_WITH", ""),
         ("FAKE_ENGINE_RECORD", ""),
+        (FAKE_ENGINE_TAG, ""),
     )
 }
 

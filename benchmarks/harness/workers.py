@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.harness import REPO
-from benchmarks.harness.specs import FAKE_ENGINE
+from benchmarks.harness.specs import FAKE_ENGINE, FAKE_ENGINE_TAG
 
 
 def worker(url: str, tmp_path: Path, name: str = "dist", *args: str, **env: str) -> subprocess.Popen[str]:
@@ -63,13 +63,34 @@ def alive(pid: int) -> bool:
 
 
 def fake_engines() -> list[str]:
-    """Live stand-in engines on this machine (and the sleepers some tests start), as ps lines."""
-    out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True, check=True).stdout
-    return [
-        ln
-        for ln in out.splitlines()
-        if (FAKE_ENGINE in ln or "time.sleep(3600)" in ln) and not ln.lstrip().startswith("Z")
-    ]
+    """Live stand-in engines (and the sleepers some of them start) that this test process started, as
+    "PID STAT ARGS" lines. Ours are told apart by FAKE_ENGINE_TAG in their environment (tests/conftest.py
+    gives each pytest process its own, a stand-in spec passes it on): the other processes of a parallel
+    run, or other runs on the machine, have their own. Without a tag, every one on the machine."""
+    out = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        pid, stat, args = (line.split(None, 2) + ["", ""])[:3]
+        if (FAKE_ENGINE in args or "time.sleep(3600)" in args) and not stat.startswith("Z") and _ours(pid):
+            found.append(line.strip())
+    return found
+
+
+def fake_engine_pids() -> list[int]:
+    """The pids of the stand-in engines (not their children) that this test process started."""
+    return [int(line.split()[0]) for line in fake_engines() if FAKE_ENGINE in line]
+
+
+def _ours(pid: str) -> bool:
+    """Whether process ``pid`` carries this test process's FAKE_ENGINE_TAG (always, with no tag set)."""
+    tag = os.environ.get(FAKE_ENGINE_TAG)
+    if not tag:
+        return True
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:  # gone, or another user's
+        return False
+    return f"{FAKE_ENGINE_TAG}={tag}".encode() in environ.split(b"\0")
 
 
 def vllm_processes() -> set[str]:

@@ -23,8 +23,8 @@ from sqlalchemy.engine import make_url
 
 from benchmarks.harness.faults import Storm, finished, outcome
 from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import FAKE_ENGINE, fake_spec, fake_spec_dict
-from benchmarks.harness.workers import fake_engines, wait_until, worker
+from benchmarks.harness.specs import fake_spec, fake_spec_dict
+from benchmarks.harness.workers import fake_engine_pids, fake_engines, wait_until, worker
 from nova_search import schema
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
@@ -37,11 +37,6 @@ pytestmark = pytest.mark.postgres
 
 #: dead-worker detection in seconds, short so that the tests do not wait minutes
 FAST_HEARTBEATS = {"NOVA_HEARTBEAT_INTERVAL": "1", "NOVA_GRACE_PERIOD": "3"}
-
-
-def engine_pids() -> list[int]:
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines() if FAKE_ENGINE in line and "ps -eo" not in line]
 
 
 def test_a_connection_storm_loses_nothing_and_leaves_nothing_running(tmp_path: Path):
@@ -133,8 +128,8 @@ def test_no_secret_reaches_storage_output_or_the_engine(tmp_path: Path):
             stderr=subprocess.STDOUT,
             text=True,
         )
-        wait_until(lambda: engine_pids(), 60, "the engine")
-        environ = Path(f"/proc/{engine_pids()[0]}/environ").read_bytes().decode(errors="replace")
+        wait_until(lambda: fake_engine_pids(), 60, "the engine")
+        environ = Path(f"/proc/{fake_engine_pids()[0]}/environ").read_bytes().decode(errors="replace")
         out = proc.communicate(timeout=120)[0]
         assert proc.returncode == 0, out[-3000:]
         assert "HF_TOKEN=hf_secret_123" in environ  # what the engine needs
@@ -202,7 +197,7 @@ def test_a_second_sigterm_cannot_leave_the_trial_running(tmp_path: Path):
     with fresh_database() as url:
         nova_study.create(fake_spec(1), url, "dist")
         proc = worker(url, tmp_path, "dist", FAKE_ENGINE_ITL_S="0.2")
-        wait_until(lambda: engine_pids(), 60, "the engine")
+        wait_until(lambda: fake_engine_pids(), 60, "the engine")
         time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
@@ -229,7 +224,7 @@ def test_a_worker_whose_trial_was_pruned_while_another_runs_exits_0(tmp_path: Pa
         study.enqueue_trial({"enable_chunked_prefill": True, "max_num_batched_tokens": 4096})
         study.enqueue_trial({"enable_chunked_prefill": False, "max_num_batched_tokens": 512})  # pruned
         first = worker(url, tmp_path, "two", "--max-trials", "1", FAKE_ENGINE_ITL_S="0.1")
-        wait_until(lambda: engine_pids(), 60, "the first worker's engine")
+        wait_until(lambda: fake_engine_pids(), 60, "the first worker's engine")
         second = worker(url, tmp_path, "two", "--max-trials", "1")
         out2 = second.communicate(timeout=120)[0]
         out1 = first.communicate(timeout=120)[0]

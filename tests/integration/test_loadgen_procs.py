@@ -73,6 +73,7 @@ def test_request_count_windows_merge_exactly(standin, processes: int) -> None:
     assert len(merged.process_cpu_s) == processes and all(c > 0 for c in merged.process_cpu_s)
 
 
+@pytest.mark.serial  # bounds its timings: scripts/test.sh runs it alone
 def test_duration_windows_send_a_prefix_of_the_stream(standin) -> None:
     srv = standin(record_prompts=True, ttft_s=0.01, itl_s=0.002)
     plan = LevelPlan(concurrency=4, warmup=(), prompts=stream(12, None), duration_s=0.8)
@@ -84,6 +85,7 @@ def test_duration_windows_send_a_prefix_of_the_stream(standin) -> None:
     assert all(r.send_time < run.window_start + plan.duration_s + 0.05 for r in run.records)
 
 
+@pytest.mark.serial  # bounds its timings: scripts/test.sh runs it alone
 def test_poisson_arrivals_are_one_schedule_split_over_processes(standin) -> None:
     n = 40
     plan = LevelPlan(
@@ -138,6 +140,7 @@ def test_a_client_bound_level_is_rerun_on_more_processes_then_flagged(standin) -
     assert res.client_note == run.client_note
 
 
+@pytest.mark.serial  # needs the two cores to itself: scripts/test.sh runs it alone
 def test_a_cpu_bound_client_is_flagged(engine_free_core: int) -> None:
     """One client process on one core against a stand-in (in a process of its own, on the other core)
     that streams with no delay, faster than one core parses (chat chunks with running usage: every

@@ -108,6 +108,7 @@ def test_the_warmup_is_one_round(standin, concurrency: int, warmups: int, sent: 
     assert srv.stats().requests == 6 + sent
 
 
+@pytest.mark.serial  # bounds its timings: scripts/test.sh runs it alone
 @pytest.mark.parametrize(("k", "n"), [(1, 12), (3, 24)])
 def test_timings_match_the_server(standin, k: int, n: int) -> None:
     ttft_s, itl_s = 0.05, 0.02
@@ -215,6 +216,7 @@ def test_warmup_is_excluded(standin) -> None:
     assert summarize(run).output_tokens == 6 * 5
 
 
+@pytest.mark.serial  # bounds its timings: scripts/test.sh runs it alone
 def test_duration_mode_stops_sending(standin) -> None:
     duration_s, concurrency = 0.6, 2
     srv = standin(ttft_s=0.02, itl_s=0.01)  # about 60 ms a request at 5 tokens

@@ -131,6 +131,7 @@ def test_chat_failures_are_data(standin, tiny_model: Path) -> None:
 # ---------------------------------------------------------------- Poisson arrivals
 
 
+@pytest.mark.serial  # bounds its timings: scripts/test.sh runs it alone
 def test_poisson_rate_matches_within_tolerance(standin) -> None:
     rate, n, seed = 50.0, 100, 7
     srv = standin(ttft_s=0.002, itl_s=0.001)
@@ -184,6 +185,7 @@ def test_poisson_never_exceeds_max_in_flight(
     assert run.window_end - run.window_start >= (n / expected - 1) * 0.05
 
 
+@pytest.mark.serial  # bounds its timings: scripts/test.sh runs it alone
 def test_poisson_duration_mode_stops_sending_at_the_deadline(standin) -> None:
     rate, duration_s = 40.0, 0.8
     srv = standin(ttft_s=0.01, itl_s=0.002)

@@ -154,6 +154,7 @@ def test_the_corpus_is_big_enough():
     assert len(CASES) >= 60 and len({c for c, _, _ in CASES}) == len(CASES)
 
 
+@pytest.mark.serial  # bounds how long bad input takes to fail: scripts/test.sh runs it alone
 @pytest.mark.parametrize(("case", "what", "needle"), CASES, ids=[c for c, _, _ in CASES])
 def test_malformed_input_exits_2_naming_the_field_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, what: Any, needle: str
