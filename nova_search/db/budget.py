@@ -22,6 +22,7 @@ release (a killed worker would leave it behind), where the kernel releases a dea
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from typing import Any
 
@@ -108,6 +109,9 @@ class StorageLock:
                 raise
             self._conn = conn
         elif self.path:
+            folder = os.path.dirname(os.path.abspath(self.path))
+            if not os.path.isdir(folder):  # filelock would create it: a mistyped path must not
+                raise StorageError(f"the SQLite database's folder does not exist: {folder}")
             file = FileLock(self.path + ".nova-lock", mode=0o600, preserve_lock_file=True)
             file.acquire()
             self._file = file
