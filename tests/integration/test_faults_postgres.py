@@ -40,6 +40,7 @@ pytestmark = pytest.mark.postgres
 FAST_HEARTBEATS = {"NOVA_HEARTBEAT_INTERVAL": "1", "NOVA_GRACE_PERIOD": "3"}
 
 
+@pytest.mark.serial  # failed twice on an overloaded 2-core machine (load 7-9): run alone
 def test_a_connection_storm_loses_nothing_and_leaves_nothing_running(tmp_path: Path):
     """Rows 1 and 2: every backend terminated every 0.25 s while a worker runs its budget."""
     budget = 8
@@ -60,6 +61,7 @@ def test_a_connection_storm_loses_nothing_and_leaves_nothing_running(tmp_path: P
     assert fake_engines() == []
 
 
+@pytest.mark.serial  # failed twice on an overloaded 2-core machine (load 7-9): run alone
 def test_a_worker_started_while_the_database_is_away_waits_for_it(tmp_path: Path):
     """Row 3: the database is unreachable when the worker starts, and comes back."""
     with fresh_database() as url:
