@@ -22,6 +22,7 @@ import pytest
 from benchmarks.harness.specs import tiny_spec
 from benchmarks.harness.workers import vllm_processes
 from nova_search import schema
+from nova_search.db.budget import count_refused, count_toward_budget
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 from tests.support import REPO
@@ -31,7 +32,9 @@ pytestmark = pytest.mark.engine
 
 def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     before = vllm_processes()
-    raw = tiny_spec(tiny_model, budget={"n_trials": 5})
+    # a budget of 3 measurements: stock, n-gram and the OOM boot; the two configurations refused before
+    # launch (suffix, the chunked-prefill rule) are counted apart, so the study holds 5 trials
+    raw = tiny_spec(tiny_model, budget={"n_trials": 3})
     raw["space"]["speculative"]["method"] = {"choices": ["none", "ngram", "suffix"]}
     raw["space"]["gpu_memory_utilization"] = {"low": 0.0001, "high": 0.3}
     raw["sweep"]["repeats"] = 2
@@ -60,10 +63,10 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
     )
     # on the CPU the share of host memory: far too little for the weights and any KV cache
     study.enqueue_trial(
-        {**base, "gpu_memory_utilization": 0.0001, "max_num_batched_tokens": 1024, "spec_method": "none"}
+        {**base, "enable_chunked_prefill": False, "max_num_batched_tokens": 512, "spec_method": "none"}
     )
     study.enqueue_trial(
-        {**base, "enable_chunked_prefill": False, "max_num_batched_tokens": 512, "spec_method": "none"}
+        {**base, "gpu_memory_utilization": 0.0001, "max_num_batched_tokens": 1024, "spec_method": "none"}
     )
 
     env = {**os.environ, "NOVA_ENGINE_PYTHON": engine_python}
@@ -89,7 +92,8 @@ def test_study_on_real_engine(engine_python, tiny_model, tmp_path):
 
     trials = optuna.load_study(study_name="e2e", storage=url).get_trials()
     assert len(trials) == 5
-    stock, ngram, suffix, oom, refused = trials
+    stock, ngram, suffix, refused, oom = trials
+    assert count_toward_budget(trials) == 3 and count_refused(trials) == 2
 
     # the stock baseline: engine.defaults only, nothing searched
     assert stock.state == optuna.trial.TrialState.COMPLETE
@@ -164,7 +168,7 @@ def _check_dashboard_notes_and_artifacts(url, artifacts, trials):
 
     study = optuna.load_study(study_name="e2e", storage=url)
     storage = study._storage
-    stock, ngram, suffix, oom, refused = (optuna.Trial(study, t._trial_id) for t in trials)
+    stock, ngram, suffix, refused, oom = (optuna.Trial(study, t._trial_id) for t in trials)
     assert "## Trial 0: COMPLETE (stock)" in get_note(stock)
     note = get_note(ngram)
     assert "| acceptance |" in note and "vLLM 0.32.0" in note and "--speculative-config" in note
