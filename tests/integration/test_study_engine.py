@@ -177,7 +177,7 @@ def _check_dashboard_notes_and_artifacts(url, artifacts, trials):
     assert "**incompatible**" in get_note(refused)
     assert "stock: trial 0" in get_note(study)
     graphs = {k.split(":")[2] for k in storage.get_study_system_attrs(study._study_id) if "plot_data" in k}
-    assert graphs == {"nova-throughput", "nova-latency", "nova-acceptance"}
+    assert graphs == {"nova-throughput", "nova-latency", "nova-acceptance", "nova-user-gpu"}
 
     store = FileSystemArtifactStore(artifacts)
     metas = {m.filename: m for m in get_all_artifact_meta(trials[1], storage=storage)}
