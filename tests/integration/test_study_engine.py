@@ -188,11 +188,11 @@ def _check_dashboard_notes_and_artifacts(url, artifacts, trials):
     assert len(rows) == 2 * 2 * 6  # two levels, two windows of 6 requests
     assert {(r["level"], r["repeat"]) for r in rows} == {(1, 0), (1, 1), (2, 0), (2, 1)}
     assert all(r["success"] and r["output_tokens"] == 24 and r["ttft_ms"] > 0 for r in rows)
-    failed = {m.filename: m for m in get_all_artifact_meta(trials[3], storage=storage)}
+    failed = {m.filename: m for m in get_all_artifact_meta(trials[4], storage=storage)}  # the OOM boot
     download_artifact(artifact_store=store, artifact_id=failed["server.log"].artifact_id,
                       file_path=str(artifacts / "oom-server.log"))  # fmt: skip
     assert "less than requested memory" in (artifacts / "oom-server.log").read_text()
-    for never_launched in (trials[2], trials[4]):
+    for never_launched in (trials[2], trials[3]):  # suffix, the chunked-prefill rule
         assert get_all_artifact_meta(never_launched, storage=storage) == []
 
 
