@@ -561,12 +561,46 @@ def show_named_constraints() -> bool:
     return True
 
 
+def drawable_contour(fig: go.Figure) -> go.Figure:
+    """The figure without its contour traces when they hold no grid (``z`` None): Optuna's
+    ``plot_contour`` gives such a trace, with a warning ("unique value length is less than 2"), while
+    a parameter has fewer than two values among the COMPLETE trials, as in every nova study between
+    its first and second trials with parameters (the stock trial has none: it runs vLLM's defaults).
+    plotly.js throws on it (``TypeError: ... reading 'z'``) and optuna-dashboard 0.21's Analytics page
+    goes blank. The markers stay; nothing else changes."""
+    empty = [t for t in fig.data if t.type == "contour" and t.z is None]
+    if empty:
+        fig.data = tuple(t for t in fig.data if not (t.type == "contour" and t.z is None))
+    return fig
+
+
+def keep_analytics_drawable() -> bool:
+    """Make this process's optuna-dashboard draw its Analytics contour through ``drawable_contour``;
+    True when it does. optuna-dashboard 0.21 draws that page's plots on the server with
+    ``optuna.visualization`` (looked up at each request): the wrapper is put there. Pinned by the
+    browser test in tests/integration/test_dashboard.py."""
+    import optuna.visualization as vis
+
+    original = vis.plot_contour
+    if getattr(original, "nova_drawable", False):
+        return True
+
+    def plot_contour(*args: Any, **kwargs: Any) -> go.Figure:
+        return drawable_contour(original(*args, **kwargs))
+
+    plot_contour.nova_drawable = True  # type: ignore[attr-defined]
+    vis.plot_contour = plot_contour
+    return True
+
+
 def serve(storage: Any, artifact_store: Any, host: str, port: int) -> None:
     """optuna-dashboard (``run_server``) on host:port until interrupted, showing Optuna 5's constraints
-    (``show_named_constraints``). Raises NovaError when the address cannot be bound."""
+    (``show_named_constraints``) and keeping its Analytics page drawable (``keep_analytics_drawable``).
+    Raises NovaError when the address cannot be bound."""
     from optuna_dashboard import run_server
 
     show_named_constraints()
+    keep_analytics_drawable()
     try:
         run_server(storage, host=host, port=port, artifact_store=artifact_store)
     except OSError as e:

@@ -289,13 +289,16 @@ def _analytics_console(base: str, study_id: int) -> tuple[str, list[str]]:
 @pytest.mark.browser
 @pytest.mark.xfail(
     strict=True,
-    reason="optuna-dashboard 0.21: the contour counts the stock trial (no parameters) among the two "
-    "COMPLETE trials it needs, then contours a 2x2 grid holding one value (docs/deploy/dashboard.md); "
-    "this passes, and fails as XPASS, once a release fixes it",
+    reason="optuna-dashboard 0.21 draws its default (browser-side) contour from the trials: the stock "
+    "trial (no parameters) and one COMPLETE trial give a 2x2 grid holding one value, and plotly.js "
+    "throws (docs/deploy/dashboard.md); this fails as XPASS once a release fixes it",
 )
 def test_analytics_page_with_the_stock_trial_and_one_other(tmp_path):
     """The shape every nova study passes through: the stock trial (vLLM's defaults, no parameters)
-    and one COMPLETE trial with categorical parameters, at a value that makes plotly throw."""
+    and one COMPLETE trial with categorical parameters, at a value that makes plotly throw in
+    optuna-dashboard 0.21's contour. Its server-side contour (the "python" plot backend of its settings)
+    gave a trace without a grid here too: `nova-search dashboard` drops it (drawable_contour,
+    tests/unit/test_dashboard_truth.py); the browser-side one, the default, still throws."""
     categorical = optuna.distributions.CategoricalDistribution
     dists = {
         "enable_chunked_prefill": categorical((True, False)),

@@ -67,3 +67,29 @@ def test_user_gpu_points_and_front():
     assert fig is not None and fig.layout.xaxis.title.text.startswith("output tok/s per user")
     assert [t.name for t in fig.data] == ["feasible", "infeasible (a constraint fails)", "Pareto front"]
     assert user_gpu_figure([]) is None
+
+
+def test_a_contour_without_a_grid_is_dropped_and_the_markers_stay(monkeypatch):
+    """Optuna's plot_contour on the stock trial (no parameters) and one other: a contour trace with
+    z None, which plotly.js throws on (the blank Analytics page); keep_analytics_drawable drops it."""
+    from nova_search.report.dashboard import keep_analytics_drawable
+
+    cat = optuna.distributions.CategoricalDistribution((True, False))
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.add_trial(optuna.trial.create_trial(params={}, distributions={}, values=[58.9, 239.5]))
+    study.add_trial(
+        optuna.trial.create_trial(
+            params={"a": True, "b": True}, distributions={"a": cat, "b": cat}, values=[378.7, 183.4]
+        )
+    )
+    import optuna.visualization as vis
+
+    def target(t):
+        return t.values[0]
+
+    before = [(t.type, t.z) for t in vis.plot_contour(study, target=target).data if t.type == "contour"]
+    assert before == [("contour", None)]  # what optuna-dashboard 0.21 hands to plotly.js today
+    monkeypatch.setattr(vis, "plot_contour", vis.plot_contour)  # the wrapper goes with the test
+    assert keep_analytics_drawable() and keep_analytics_drawable()  # idempotent
+    after = vis.plot_contour(study, target=target).data
+    assert [t.type for t in after] == ["scatter", "scatter"]
