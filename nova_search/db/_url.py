@@ -6,21 +6,32 @@ echo the URL (and with it the password).
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import unquote
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from nova_search.errors import StorageError
+from nova_search.redact import secret_name
+
+#: a query parameter of a rendered URL
+_QUERY_PARAM = re.compile(r"(?<=[?&])([^=&]+)=([^&]*)")
 
 
 def mask(url: str) -> str:
-    """The URL with its password replaced by ***, safe for logs and errors."""
+    """The URL with its password, and the value of every query parameter whose name says it holds a
+    secret (``?password=``, ``sslpassword``, ``passfile``, ``...token``: ``redact.secret_name``),
+    replaced by ***: safe for logs, errors and the stored spec."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        shown = make_url(url).render_as_string(hide_password=True)
     except (ArgumentError, ValueError, TypeError):
         return "<unparseable storage URL>"
+    return _QUERY_PARAM.sub(
+        lambda m: f"{m.group(1)}=***" if secret_name(unquote(m.group(1))) else m.group(0), shown
+    )
 
 
 def engine_kwargs(url: URL) -> dict[str, Any]:

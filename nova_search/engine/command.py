@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nova_search import redact
 from nova_search.engine.config import KNOBS, EngineConfig
 from nova_search.engine.sleep import SLEEP_FLAG, sleep_environment
 from nova_search.errors import EngineError
@@ -198,7 +199,9 @@ def served_name(model: ModelSpec) -> str:
 
 
 def deployable_argv(plan_argv: tuple[str, ...] | list[str]) -> list[str]:
-    """The stored argv without the per-trial host and port: what a deployment would run."""
+    """The stored argv without the per-trial host and port: what a deployment would run. A secret in
+    it (a ``--hf-token`` value, a URL's password: ``redact.argv_secrets``; the spec refuses them, an
+    older study may hold one) is masked ``***``."""
     out: list[str] = []
     skip = False
     for a in plan_argv:
@@ -211,4 +214,4 @@ def deployable_argv(plan_argv: tuple[str, ...] | list[str]) -> list[str]:
         if a == SLEEP_FLAG:  # nova's own, for the leader it parks between windows
             continue
         out.append(a)
-    return out
+    return redact.mask_argv(out)

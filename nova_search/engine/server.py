@@ -53,15 +53,23 @@ def classify_failure(log_text: str) -> str:
     return "crash"
 
 
+#: an API key as nova makes them (``command.new_api_key``: 48 hex digits), wherever a log printed it
+_API_KEY = re.compile(r"(?<![0-9A-Fa-f])[0-9a-f]{48}(?![0-9A-Fa-f])")
+
+
 def tail(path: Path, max_bytes: int = 6000) -> str:
+    """The last ``max_bytes`` of a server log, with anything shaped like a nova API key masked: a tail
+    may be read while the server still runs, before ``Server`` masked its key in the file (vLLM 0.26
+    prints it at start-up), and it is stored on the trial and shown in the dashboard."""
     try:
         with path.open("rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - max_bytes))
-            return f.read().decode(errors="replace")
+            text = f.read().decode(errors="replace")
     except OSError:
         return ""
+    return _API_KEY.sub(lambda m: "*" * len(m.group(0)), text)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -191,17 +199,25 @@ class Server:
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() > deadline:
-                    raise TrialFailure(
-                        "timeout",
-                        f"the server was not ready within {self.boot_timeout_s:g} s",
-                        tail(self.log_path),
+                    self._fail_boot(
+                        f"the server was not ready within {self.boot_timeout_s:g} s", reason="timeout"
                     )
                 time.sleep(self.poll_interval_s)
 
-    def _fail_boot(self, message: str) -> None:
-        self.stop()  # let the log flush and every child go before reading the tail
-        log_tail = tail(self.log_path)
-        raise TrialFailure(classify_failure(log_tail), message, log_tail)
+    def _fail_boot(self, message: str, reason: str | None = None) -> None:
+        """Stop the server, then read its log's tail: stopping masks the API key in the log (vLLM 0.26
+        prints it at start-up), so the tail that is stored and shown never holds it."""
+        self.stop()  # let the log flush and every child go before reading the tail; masks the key
+        log_tail = self.log_tail()
+        raise TrialFailure(reason or classify_failure(log_tail), message, log_tail)
+
+    def log_tail(self, max_bytes: int = 6000) -> str:
+        """The tail of the server's log with the API key masked: in the file first (``_mask_key``), and
+        in the text read, for a copy the server printed after that."""
+        self._mask_key()
+        text = tail(self.log_path, max_bytes)
+        key = self.plan.api_key
+        return text.replace(key, "*" * len(key)) if key else text
 
     def _write_key(self) -> None:
         """The API key file, readable by this user only, created anew (never an existing file)."""

@@ -41,6 +41,7 @@ from typing import Any
 
 import yaml
 
+from nova_search import redact
 from nova_search.analysis.verdict import Verdict
 from nova_search.engine.command import API_SERVER_MODULE, deployable_argv
 from nova_search.errors import InputError, NothingQualifies, SpecError
@@ -327,12 +328,15 @@ def _image(engine_version: str | None, image: str | None, device: str | None = N
 
 
 def _header(launch: Launch, *, deploy: tuple[str, ...] = ()) -> str:
+    """The comment lines above an export. Every line goes through ``redact.one_line``: a newline (or
+    any control character) in a model path, the engine's reported version or a note is written
+    escaped, ``\\n``, so it can never end the comment and start a shell command or a YAML document."""
     device = launch.device or "cuda"
-    lines = [f"# nova-search: {launch.source}, engine {launch.engine_version or 'unknown'} on {device}"]
-    lines += [f"# {n}" for n in launch.notes]
-    lines.append("# the API key comes from VLLM_API_KEY (never in the command line)")
-    lines += [f"# {d}" for d in deploy]
-    return "\n".join(lines) + "\n"
+    lines = [f"nova-search: {launch.source}, engine {launch.engine_version or 'unknown'} on {device}"]
+    lines += list(launch.notes)
+    lines.append("the API key comes from VLLM_API_KEY (never in the command line)")
+    lines += list(deploy)
+    return "".join(f"# {redact.one_line(line)}\n" for line in lines)
 
 
 def _dump(docs: list[Any]) -> str:
@@ -343,7 +347,13 @@ def _in_container(launch: Launch) -> tuple[str | None, list[str], str | None]:
     """(model as the container sees it, flags, the host folder to mount) for a local model path."""
     model = launch.model
     if model and model.startswith("/"):
-        return f"{MODEL_MOUNT}/{PurePosixPath(model).name}", list(launch.flags), model
+        base = PurePosixPath(model).name
+        if base in ("", ".", ".."):
+            raise SpecError(
+                f"--model: {redact.one_line(model)!r} names no folder to mount (it ends in '/', '.' or "
+                "'..'); give the model folder's own path"
+            )
+        return f"{MODEL_MOUNT}/{base}", list(launch.flags), model
     return model, list(launch.flags), None
 
 
@@ -356,6 +366,7 @@ def render(
     if fmt not in EXPORT_FORMATS:
         raise SpecError(f"--format {fmt!r}: valid: {', '.join(EXPORT_FORMATS)}")
     if fmt == "vllm":
+        # shlex.join quotes every word (a newline stays inside its quotes, never a new command)
         return _header(launch) + shlex.join(launch.argv) + "\n"
     if not _NAME.fullmatch(name):
         raise SpecError(
@@ -367,7 +378,9 @@ def render(
     img = _image(launch.engine_version, image, launch.device)
     gpus = launch.gpus if launch.device != "cpu" else 0
     if fmt == "compose":
-        return _header(launch) + _dump([_compose(name, img, args, port, gpus, host_dir)])
+        # compose interpolates ${VAR} and $VAR in every value: a '$' of a path or flag is written '$$'
+        compose_args = [a.replace("$", "$$") for a in args]
+        return _header(launch) + _dump([_compose(name, img, compose_args, port, gpus, host_dir)])
     claim = f"{name}-model"
     if host_dir:
         held = (
@@ -385,7 +398,9 @@ def render(
         f"this file creates the PersistentVolumeClaim {claim} ({MODEL_CLAIM_SIZE}, the cluster's default "
         f"storage class: adjust both) for {held}",
     )
-    docs = _k8s(name, img, args, port, gpus, host_dir is not None)
+    # Kubernetes expands $(VAR) in a container's args (the API key's variable among them): '$$(' keeps
+    # a '$(' of a path or flag literal
+    docs = _k8s(name, img, [a.replace("$(", "$$(") for a in args], port, gpus, host_dir is not None)
     return _header(launch, deploy=deploy) + _dump(docs)
 
 
@@ -423,7 +438,15 @@ def _compose(
             }
         }
     if host_dir:
-        service["volumes"].append(f"{host_dir}:{MODEL_MOUNT}/{PurePosixPath(host_dir).name}:ro")
+        # the long syntax: a ':' in the host path cannot add a mount or change its options
+        service["volumes"].append(
+            {
+                "type": "bind",
+                "source": host_dir.replace("$", "$$"),
+                "target": f"{MODEL_MOUNT}/{PurePosixPath(host_dir).name}".replace("$", "$$"),
+                "read_only": True,
+            }
+        )
     return {"services": {name: service}, "volumes": {"huggingface": {}}}
 
 

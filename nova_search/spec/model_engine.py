@@ -12,6 +12,7 @@ from pydantic import (
     model_validator,
 )
 
+from nova_search import redact
 from nova_search.engine.config import SPACE_KNOBS, Knob
 from nova_search.spec._base import StrictModel
 
@@ -45,9 +46,12 @@ EngineDefaults = create_model(  # type: ignore[call-overload]
 
 
 #: engine.env names whose values must not be written into a spec (it is stored with the study)
-SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL", re.IGNORECASE
-)
+SECRET_NAME = redact.SECRET_NAME
+#: flags nova sets per trial (``--config``: nova's API key file; a config file of the user's could set
+#: any flag, these included)
+GUARDED_FLAGS = ("--api-key", "--port", "--host", "--config")
+#: a value that is one ``${NAME}`` reference and nothing else
+_ONE_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 class EngineSpec(StrictModel):
@@ -97,17 +101,15 @@ class EngineSpec(StrictModel):
                 "give engine.tensor_parallel_size or engine.defaults.tensor_parallel_size, not both "
                 "(they are the same setting)"
             )
-        for flag in ("--api-key", "--port", "--host"):
-            if any(a == flag or a.startswith(flag + "=") for a in self.extra_args):
-                raise ValueError(f"extra_args must not set {flag}: nova-search sets it per trial")
+        problem = extra_args_problem(self.extra_args)
+        if problem:
+            raise ValueError(problem)
         if "VLLM_API_KEY" in self.env:
             raise ValueError("env.VLLM_API_KEY: nova-search sets a fresh API key per trial")
         for key, value in self.env.items():
-            if SECRET_NAME.search(key) and not re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", value):
-                raise ValueError(
-                    f"env.{key} looks like a secret, and the spec is stored with the study (dump, "
-                    f"dashboard): write it as '${{{key}}}' and set {key} in each worker's environment"
-                )
+            problem = env_problem(key, value)
+            if problem:
+                raise ValueError(problem)
         return self
 
     def resolved_python(self) -> str | None:
@@ -115,3 +117,53 @@ class EngineSpec(StrictModel):
         if self.command is not None:
             return None
         return os.environ.get("NOVA_ENGINE_PYTHON") or self.python
+
+
+def extra_args_problem(args: list[str]) -> str | None:
+    """Why ``engine.extra_args`` cannot be run as given, or None. Flags are read as vLLM reads them:
+    ``_`` for ``-``, ``--flag=value``, and argparse's abbreviations (``--api-ke`` is ``--api-key``).
+    Never quotes a secret."""
+    for i, arg in enumerate(args):
+        flag = next((f for f in GUARDED_FLAGS if redact.matches_flag(arg, f)), None)
+        if flag == "--config":
+            return (
+                f"extra_args.{i}: {flag} is refused: nova-search passes the trial's API key in its own "
+                "--config file, and a config file of yours could set any flag (the API key, host and port "
+                "included); give its flags in extra_args"
+            )
+        if flag is not None:
+            return f"extra_args.{i}: extra_args must not set {flag}: nova-search sets it per trial"
+        if redact.secret_flag(arg) == "--hf-token" and redact.argv_secrets(args[i : i + 2]):
+            return (
+                f"extra_args.{i}: --hf-token with a value puts the token in the server's argv (ps, the "
+                "stored spec and argv, dump, exports): remove it and set engine.env.HF_TOKEN: "
+                "'${HF_TOKEN}' (vLLM reads HF_TOKEN from its environment), with HF_TOKEN in each "
+                "worker's environment"
+            )
+        if redact.url_secrets(arg):
+            return (
+                f"extra_args.{i}: a URL with a password (or a token as its user name) or a secret query "
+                "parameter, which would be stored with the study and shown in ps: give it to the server "
+                "through engine.env instead ('NAME: ${NAME}', NAME set in each worker's environment), "
+                "where vLLM reads it from its environment"
+            )
+    return None
+
+
+def env_problem(key: str, value: str) -> str | None:
+    """Why ``engine.env.KEY: VALUE`` must not be written in a spec, or None: a secret by its name
+    (``redact.secret_name``: not one ``${NAME}`` reference) or by what it holds (a URL with a password,
+    a secret query parameter). Never quotes the value."""
+    if redact.secret_name(key) and not _ONE_REFERENCE.fullmatch(value):
+        return (
+            f"env.{key} looks like a secret, and the spec is stored with the study (dump, "
+            f"dashboard): write it as '${{{key}}}' and set {key} in each worker's environment"
+        )
+    if redact.url_secrets(value):
+        return (
+            f"env.{key} holds a URL with a password (or a token as its user name) or a secret query "
+            "parameter, and the spec is stored with the study (dump, dashboard): write the secret part "
+            f"as a reference, e.g. 'http://user:${{{key}_PASSWORD}}@host', or the whole value as "
+            f"'${{{key}}}', and set it in each worker's environment"
+        )
+    return None

@@ -100,13 +100,21 @@ def _deepcopy(v: Any) -> Any:
 
 
 def redacted_spec(spec: StudySpec) -> dict[str, Any]:
-    """The spec as a study stores it: every field, with the storage URL's password masked (workers
-    take the storage URL from ``--storage`` / NOVA_STORAGE, never from a stored spec)."""
+    """The spec as a study stores it: every field, with the storage URL's password and secret query
+    parameters masked (workers take the storage URL from ``--storage`` / NOVA_STORAGE, never from a
+    stored spec). Validation refuses literal secrets in ``engine.env`` and ``engine.extra_args``; any
+    that a future field lets through is masked here too (``redact``)."""
+    from nova_search import redact
     from nova_search.db import mask
 
     raw = spec.model_dump(mode="json")
     if raw.get("storage"):
         raw["storage"] = mask(raw["storage"])
+    engine = raw.get("engine") or {}
+    if engine.get("extra_args"):
+        engine["extra_args"] = redact.mask_argv(engine["extra_args"])
+    for key, value in (engine.get("env") or {}).items():
+        engine["env"][key] = redact.mask_urls(value)
     return raw
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -98,7 +100,10 @@ def test_compose_and_k8s_are_deployable():
     svc = compose["services"]["vllm"]
     assert svc["image"] == "vllm/vllm-openai:v0.11.0"
     assert svc["command"][4:] == ["--model", "/models/m", "--served-model-name", "m", "--max-num-seqs", "16"]
-    assert svc["volumes"] == ["huggingface:/root/.cache/huggingface", "/models/m:/models/m:ro"]
+    assert svc["volumes"] == [
+        "huggingface:/root/.cache/huggingface",
+        {"type": "bind", "source": "/models/m", "target": "/models/m", "read_only": True},
+    ]
     assert compose["volumes"] == {"huggingface": {}}
     assert svc["environment"] == {
         "VLLM_API_KEY": "${VLLM_API_KEY:?set an API key}",
@@ -241,3 +246,124 @@ def test_yaml_has_no_anchors_and_names_are_checked():
         export_launch(t, "k8s", name="My_LLM")
     launch = Launch(model="gpt2", flags=(), gpus=1, engine_version=None, source="x", device="cuda")
     assert render(launch, "vllm", name="Not A Name").endswith("vllm serve gpt2\n")  # no name in a command
+
+
+# ---------------------------------------------------------------- injection (issue 40, finding 1)
+
+#: a Pod that a model path tries to slip into the k8s export as a document of its own
+POD = (
+    "---\napiVersion: v1\nkind: Pod\nmetadata: {name: evil}\nspec: {hostPID: true, containers: "
+    "[{name: x, image: busybox, securityContext: {privileged: true}}]}"
+)
+
+
+def _source_vllm_export(text: str, tmp_path: Path) -> tuple[list[str], list[str]]:
+    """``source`` the vllm export in bash with ``vllm`` stubbed: (the argv each ``vllm`` call got, the
+    files the script made in ``tmp_path``/run)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    script = tmp_path / "export.sh"
+    script.write_text(text)
+    stub = 'vllm() { printf "%s\\0" "$@" >> calls; printf "\\1" >> calls; }\n'
+    subprocess.run(["bash", "-c", stub + f"source {shlex.quote(str(script))}"], cwd=run, timeout=30)
+    calls = (run / "calls").read_bytes().decode().split("\x01") if (run / "calls").exists() else []
+    made = sorted(p.name for p in run.iterdir() if p.name != "calls")
+    return [c for c in calls if c], made
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["model path", "engine version", "--model", "served name"],
+)
+def test_a_newline_and_a_command_never_run_when_the_vllm_export_is_sourced(tmp_path, where):
+    """The payload of the issue: ``./m`` + newline + ``touch ...``: sourcing the export (``vllm``
+    stubbed) calls ``vllm`` once with the whole value as one word, and runs no ``touch``."""
+    payload = "./m\ntouch INJECTED\n$(touch INJECTED2)\r`touch INJECTED3`"
+    model, version, option, served = "/models/m", "0.11.0", None, "m"
+    if where == "model path":
+        model = payload
+    elif where == "engine version":
+        version = "0.26.0\ntouch INJECTED"
+    elif where == "--model":
+        option = payload
+    else:
+        served = payload
+    argv = list(launch_argv(1, model=model))
+    argv[argv.index("--served-model-name") + 1] = served
+    t = replace(trial(1, [level(4)], argv=tuple(argv)), engine_version=version)
+    text = export_launch(t, "vllm", model=option, as_measured=option is None)
+    header = text[: text.index("\nvllm serve ")].split("\n")
+    assert all(line.startswith("# ") for line in header), text  # the header is comments only
+    calls, made = _source_vllm_export(text, tmp_path)
+    assert made == [], text  # no injected command ran
+    assert len(calls) == 1, calls
+    words = calls[0].split("\0")
+    assert words[0] == "serve" and (payload in words or where == "engine version")
+
+
+def test_a_yaml_document_in_a_path_stays_a_string_in_k8s_and_compose():
+    """A path that carries ``---`` and a privileged Pod: the k8s export is still three documents (the
+    claim, the Service, the Deployment), compose one service; the path is one argument."""
+    path = "/models/m\n" + POD + "\n#"
+    t = replace(trial(1, [level(4)], argv=launch_argv(1, model=path)), engine_version="0.26.0\n" + POD)
+    k8s = export_launch(t, "k8s", as_measured=True)
+    docs = list(yaml.safe_load_all(k8s))
+    assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "Service", "Deployment"], k8s
+    assert "hostPID" not in yaml.safe_dump(docs[:2]) and all(
+        line.startswith("#") or not line.startswith("kind: Pod") for line in k8s.splitlines()
+    )
+    container = docs[2]["spec"]["template"]["spec"]["containers"][0]
+    assert f"/models/{Path(path).name}" in container["args"]
+    assert set(docs[2]["spec"]["template"]["spec"]) == {
+        "automountServiceAccountToken", "securityContext", "containers", "volumes",
+    }  # fmt: skip
+    compose_text = export_launch(t, "compose", as_measured=True)
+    compose = list(yaml.safe_load_all(compose_text))
+    assert len(compose) == 1 and set(compose[0]) == {"services", "volumes"}, compose_text
+    assert list(compose[0]["services"]) == ["vllm"]
+    (bind,) = [v for v in compose[0]["services"]["vllm"]["volumes"] if isinstance(v, dict)]
+    assert bind["source"] == path and bind["read_only"] is True
+
+
+def test_interpolation_in_compose_and_k8s_keeps_a_dollar_literal():
+    """docker compose interpolates ``$VAR`` / ``${VAR}`` in every value and Kubernetes ``$(VAR)`` in
+    args: a model path ``/m/$(VLLM_API_KEY)`` must not become the API key on the command line."""
+    t = trial(1, [level(4)], argv=launch_argv(1, model="/m/$(VLLM_API_KEY)${HOME}"))
+    compose = yaml.safe_load(export_launch(t, "compose"))["services"]["vllm"]
+    assert "/models/$$(VLLM_API_KEY)$${HOME}" in compose["command"]
+    k8s = list(yaml.safe_load_all(export_launch(t, "k8s")))
+    args = k8s[2]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "/models/$$(VLLM_API_KEY)${HOME}" in args
+
+
+def test_a_colon_in_the_model_path_cannot_add_a_compose_mount():
+    t = trial(1, [level(4)], argv=launch_argv(1, model="/etc:/models/x:rw,/m"))
+    svc = yaml.safe_load(export_launch(t, "compose"))["services"]["vllm"]
+    binds = [v for v in svc["volumes"] if isinstance(v, dict)]
+    assert binds == [
+        {"type": "bind", "source": "/etc:/models/x:rw,/m", "target": "/models/m", "read_only": True}
+    ]
+
+
+def test_a_path_that_names_no_folder_is_refused_naming_model():
+    with pytest.raises(SpecError, match="--model: '/models/..' names no folder"):
+        export_launch(trial(1, [level(4)], argv=launch_argv(1, model="/models/..")), "k8s")
+
+
+def test_a_stored_token_flag_is_masked_in_every_export():
+    """A study stored before the spec refused ``--hf-token VALUE`` in extra_args: no export prints it."""
+    argv = (
+        *launch_argv(1)[:-4],
+        "--hf_token",
+        "hf_storedsecret",
+        "--api-key=k3y",
+        "--host",
+        "h",
+        "--port",
+        "1",
+    )
+    t = trial(1, [level(4)], argv=argv)
+    for fmt in ("vllm", "compose", "k8s"):
+        text = export_launch(t, fmt)
+        assert "hf_storedsecret" not in text and "k3y" not in text, text
+        assert "***" in text

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from benchmarks.harness.specs import minimal_spec_dict
-from nova_search.engine.command import build_launch, engine_environment, unresolved_references
+from benchmarks.harness.specs import FAKE_ENGINE, minimal_spec_dict
+from nova_search import redact
+from nova_search.db import mask
+from nova_search.engine.command import (
+    build_launch,
+    deployable_argv,
+    engine_environment,
+    new_api_key,
+    unresolved_references,
+)
 from nova_search.engine.config import EngineConfig
-from nova_search.errors import EngineError, SpecError
+from nova_search.engine.server import Server, free_port, tail
+from nova_search.errors import EngineError, SpecError, TrialFailure
 from nova_search.spec import EngineSpec, ModelSpec, check_study_name, parse_spec, redacted_spec
 
 WORKER_ENV = {
@@ -87,3 +98,175 @@ def test_unsafe_study_names_are_refused(name):
 @pytest.mark.parametrize("name", ["qwen3-8b", "a.b_c-1", "X", "tune.speculative"])
 def test_safe_study_names_pass(name):
     assert check_study_name(name) == name and parse_spec(minimal_spec_dict(name=name)).name == name
+
+
+# ---------------------------------------------------------------- issue 40: secrets by where they are
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        (
+            "postgresql+psycopg://nova@db/nova?password=hunter2",
+            "postgresql+psycopg://nova@db/nova?password=***",
+        ),
+        (
+            "postgresql+psycopg://nova:pw1@db/nova?sslpassword=hunter2&sslmode=require&passfile=/s/.pgpass",
+            "postgresql+psycopg://nova:***@db/nova?passfile=***&sslmode=require&sslpassword=***",
+        ),
+        (
+            "postgresql://db/nova?auth_token=hunter2&application_name=x",
+            "postgresql://db/nova?application_name=x&auth_token=***",
+        ),
+        ("sqlite:///nova.db", "sqlite:///nova.db"),
+    ],
+)
+def test_the_storage_url_is_masked_in_its_password_and_its_secret_query_parameters(url, shown):
+    assert mask(url) == shown
+    stored = redacted_spec(parse_spec(minimal_spec_dict(storage=url)))
+    assert stored["storage"] == shown and "hunter2" not in repr(stored) and "pw1" not in repr(stored)
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--api_key", "known"], "--api-key"),
+        (["--api-key=known"], "--api-key"),
+        (["--api-ke", "known"], "--api-key"),  # argparse's abbreviation
+        (["--API_KEY", "known"], None),  # not a flag vLLM reads (names are case-sensitive): allowed
+        (["--port=1"], "--port"),
+        (["--ho", "0.0.0.0"], "--host"),
+        (["--config", "mine.yaml"], "--config"),
+        (["--config=mine.yaml"], "--config"),
+        (["--conf", "mine.yaml"], "--config"),
+    ],
+)
+def test_the_extra_args_guard_reads_flags_as_vllm_does(args, flag):
+    """vLLM maps ``_`` to ``-`` in flag names, reads ``--flag=value``, and argparse takes an unambiguous
+    prefix for the flag; ``--config`` (a file that can set any flag) is refused."""
+    raw = minimal_spec_dict()
+    raw["engine"]["extra_args"] = args
+    if flag is None:
+        assert parse_spec(raw).engine.extra_args == args
+        return
+    with pytest.raises(SpecError, match=rf"engine: extra_args.0: .*{flag}") as e:
+        parse_spec(raw)
+    assert "known" not in str(e.value) and "mine.yaml" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--hf-token", "hf_planted"],
+        ["--hf_token=hf_planted"],
+        ["--hf-tok", "hf_planted"],
+        ["--otlp-traces-endpoint", "https://user:hf_planted@otel.example"],
+        ["--kv-transfer-config", '{"url": "http://h/x?token=hf_planted"}'],
+    ],
+)
+def test_a_secret_in_extra_args_is_refused_without_being_echoed(args):
+    raw = minimal_spec_dict()
+    raw["engine"]["extra_args"] = ["--enforce-eager", *args]
+    with pytest.raises(SpecError, match=r"extra_args.[12]: .*engine.env") as e:
+        parse_spec(raw)
+    assert "hf_planted" not in str(e.value)
+
+
+def test_a_bare_hf_token_flag_holds_no_secret_and_is_allowed():
+    raw = minimal_spec_dict()
+    raw["engine"]["extra_args"] = ["--hf-token", "--enforce-eager"]
+    assert parse_spec(raw).engine.extra_args == ["--hf-token", "--enforce-eager"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("DB_PASS", "planted"),
+        ("PGPASSFILE_PASS", "planted"),
+        ("PROXY_AUTH", "Basic planted"),
+        ("MY_PWD", "planted"),
+        ("SESSION_COOKIE", "planted"),
+        ("HTTPS_PROXY", "http://user:planted@proxy:3128"),
+        ("GIT_URL", "https://planted@github.com/x"),
+        ("DSN", "postgresql://db/x?password=planted"),
+        ("HTTPS_PROXY", "http://user:${PW:-planted}@proxy:3128"),  # a default is literal
+    ],
+)
+def test_a_secret_in_engine_env_is_recognised_by_name_or_by_value(key, value):
+    raw = minimal_spec_dict()
+    raw["engine"]["env"] = {key: value}
+    with pytest.raises(SpecError, match=rf"env.{key} (looks like a secret|holds a URL)") as e:
+        parse_spec(raw)
+    assert "planted" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("HTTPS_PROXY", "http://user:${PROXY_PW}@proxy:3128"),
+        ("HTTPS_PROXY", "http://proxy:3128"),
+        ("DB_PASS", "${DB_PASS}"),
+        ("TOKENIZERS_PARALLELISM", "false"),
+        ("VLLM_ATTENTION_BACKEND", "FLASHINFER"),
+        ("HF_ENDPOINT", "https://hf.example/models?revision=main"),
+    ],
+)
+def test_references_and_plain_values_in_engine_env_pass(key, value):
+    raw = minimal_spec_dict()
+    raw["engine"]["env"] = {key: value}
+    assert parse_spec(raw).engine.env[key] == value
+
+
+def test_a_stored_argv_shows_no_secret_flag_value():
+    argv = [
+        "vllm",
+        "serve",
+        "/m",
+        "--hf_token",
+        "hf_x",
+        "--api-key=k",
+        "--hf-token",
+        "--host",
+        "h",
+        "--port",
+        "1",
+    ]
+    assert deployable_argv(argv) == [
+        "vllm",
+        "serve",
+        "/m",
+        "--hf_token",
+        "***",
+        "--api-key=***",
+        "--hf-token",
+    ]
+
+
+def test_one_line_escapes_every_line_break():
+    assert redact.one_line("a\nb\rc\x85d\u2028e\x1bf\tg") == "a\\nb\\rc\\x85d\\u2028e\\x1bf\\tg"
+
+
+def test_a_server_that_misses_its_boot_deadline_leaves_no_key_in_its_tail_or_log(tmp_path):
+    """The stand-in prints the key it read from --config (as vLLM 0.26 does), then takes 5 s to listen:
+    the 1 s deadline passes. The tail stored on the trial, and the log file, hold the key masked."""
+    key = new_api_key()
+    engine = EngineSpec(
+        command=[sys.executable, "-m", FAKE_ENGINE], device="cpu", env={"FAKE_ENGINE_BOOT_S": "5"}
+    )
+    plan = build_launch(engine, ModelSpec(path="m"), EngineConfig(), port=free_port(), api_key=key)
+    server = Server(plan, tmp_path / "server.log", boot_timeout_s=1.0, poll_interval_s=0.1)
+    with pytest.raises(TrialFailure) as e:
+        with server:
+            pass
+    assert e.value.reason == "timeout" and "api_key" in e.value.log_tail
+    assert key not in e.value.log_tail and "*" * len(key) in e.value.log_tail
+    assert key not in server.log_path.read_text()
+
+
+def test_a_tail_read_while_the_server_runs_masks_a_key(tmp_path):
+    """run.py reads the tail itself on an interrupt during boot, before the server masked its log."""
+    key = new_api_key()
+    log = tmp_path / "server.log"
+    log.write_text(f"non-default args: {{'api_key': ['{key}']}}\nsha256 {'a' * 64}\n")
+    text = tail(log)
+    assert key not in text and "*" * 48 in text and "a" * 64 in text

@@ -1,0 +1,214 @@
+"""Planted secrets, on the real PostgreSQL with the stand-in engine (issue 40, finding 2): a password
+in the storage URL's query, a token in ``engine.extra_args``, env values the name heuristic used to
+miss (``DB_PASS``, a proxy URL with a password) and the API key a server prints before it misses its
+boot deadline. A literal secret in the spec is refused at ``create`` (exit 2, nothing written, the
+secret not echoed); written the supported way (``${NAME}``) it reaches the engine and nothing else.
+Then every table of the storage, ``dump``, ``status`` (text and JSON), every export format, the
+report, the dashboard notes, the engine's argv (``ps``) and every log is searched for each secret."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from benchmarks.harness.pg import fresh_database
+from benchmarks.harness.specs import fake_spec_dict
+from benchmarks.harness.workers import fake_engine_pids, wait_until
+from nova_search import schema
+from tests.support import REPO
+from tests.support.cli import nova
+
+pytestmark = pytest.mark.postgres
+
+#: what is planted -> its value (each unique, so that a find names its source)
+SECRETS = {
+    "storage ?password=": "pgQueryPw_41a7",
+    "storage ?sslpassword=": "pgSslPw_93c2",
+    "extra_args --hf-token": "hf_PlantedTok_5d1e",
+    "engine.env DB_PASS": "dbPass_77f0",
+    "engine.env HTTPS_PROXY password": "proxyPw_20b9",
+}
+#: the per-trial API key (48 hex digits, engine.command.new_api_key), wherever it is printed
+API_KEY = re.compile(r"(?<![0-9a-f])[0-9a-f]{48}(?![0-9a-f])")
+
+#: literal secrets in a spec: each must be refused at create
+LITERALS = {
+    "extra_args --hf-token": {"extra_args": ["--hf-token", SECRETS["extra_args --hf-token"]]},
+    "extra_args --hf_token=": {"extra_args": [f"--hf_token={SECRETS['extra_args --hf-token']}"]},
+    "engine.env DB_PASS": {"env": {"DB_PASS": SECRETS["engine.env DB_PASS"]}},
+    "engine.env HTTPS_PROXY": {
+        "env": {
+            "HTTPS_PROXY": f"http://proxyuser:{SECRETS['engine.env HTTPS_PROXY password']}@proxy.invalid:3128"
+        }
+    },
+}
+
+
+def _spec(name: str, storage: str, engine_changes: dict, n_trials: int = 3) -> dict:
+    raw = fake_spec_dict(n_trials, name=name, storage=storage)
+    raw["engine"]["boot_timeout_s"] = 3
+    for key, value in engine_changes.items():
+        if key == "env":
+            raw["engine"]["env"] = {**raw["engine"]["env"], **value}
+        else:
+            raw["engine"][key] = copy.deepcopy(value)
+    return raw
+
+
+def _all_tables(url: str) -> str:
+    """Every value of every table of the storage, in full."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            tables = conn.execute(
+                text("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")
+            ).scalars()
+            return "\n".join(
+                str(value)
+                for table in list(tables)
+                for row in conn.execute(text(f'SELECT * FROM "{table}"'))
+                for value in row
+            )
+    finally:
+        engine.dispose()
+
+
+def _found(texts: dict[str, str]) -> list[str]:
+    """``where: what`` for every planted secret (and any unmasked API key) in ``texts``."""
+    out = [f"{where}: {what}" for where, body in texts.items() for what, s in SECRETS.items() if s in body]
+    out += [f"{where}: an API key" for where, body in texts.items() if API_KEY.search(body)]
+    return out
+
+
+def test_planted_secrets_are_refused_or_masked_everywhere(tmp_path: Path) -> None:
+    with fresh_database() as url:
+        secret_url = (
+            make_url(url)
+            .update_query_dict(
+                {
+                    "password": SECRETS["storage ?password="],
+                    "sslpassword": SECRETS["storage ?sslpassword="],
+                }
+            )
+            .render_as_string(hide_password=False)
+        )
+        env = {"NOVA_STORAGE": secret_url}
+        texts: dict[str, str] = {}
+        refused: list[str] = []
+        # 1. literal secrets in the spec: refused at create, exit 2, not echoed
+        for i, (what, change) in enumerate(LITERALS.items()):
+            path = tmp_path / f"literal{i}.yaml"
+            path.write_text(yaml.safe_dump(_spec(f"literal{i}", secret_url, change)))
+            created = nova("create", str(path), env=env, timeout=60)
+            texts[f"create with {what}"] = created.stdout + created.stderr
+            if created.returncode != 2:
+                refused.append(f"{what}: create exited {created.returncode}, not 2")
+        # 2. the supported way: ${NAME} references, the values in each worker's environment
+        raw = _spec(
+            "secrets",
+            secret_url,
+            {
+                "env": {
+                    "HF_TOKEN": "${HF_TOKEN}",
+                    "DB_PASS": "${DB_PASS}",
+                    "HTTPS_PROXY": "http://proxyuser:${PROXY_PW}@proxy.invalid:3128",
+                },
+            },
+        )
+        spec_path = tmp_path / "spec.yaml"
+        spec_path.write_text(yaml.safe_dump(raw))
+        env.update(
+            HF_TOKEN=SECRETS["extra_args --hf-token"],
+            DB_PASS=SECRETS["engine.env DB_PASS"],
+            PROXY_PW=SECRETS["engine.env HTTPS_PROXY password"],
+        )
+        created = nova("create", str(spec_path), env=env, timeout=60)
+        assert created.returncode == 0, created.stderr
+        texts["create"] = created.stdout + created.stderr
+        artifacts = tmp_path / "artifacts"
+        worker = [sys.executable, "-m", "nova_search", "worker", "secrets", "--artifacts-dir", str(artifacts)]
+        # a server that prints its API key, then misses its 3 s boot deadline
+        slow = subprocess.run(
+            [*worker, "--max-trials", "1"],
+            cwd=REPO,
+            env={**_base_env(), **env, "FAKE_ENGINE_BOOT_S": "6"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        texts["worker (boot deadline)"] = slow.stdout + slow.stderr
+        proc = subprocess.Popen(
+            worker,
+            cwd=REPO,
+            env={**_base_env(), **env, "FAKE_ENGINE_ITL_S": "0.02"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        wait_until(lambda: fake_engine_pids(), 60, "the engine")
+        pid = fake_engine_pids()[0]
+        texts["engine argv (ps)"] = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        environ = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+        texts["worker"] = proc.communicate(timeout=180)[0]
+        assert proc.returncode == 0, texts["worker"][-3000:]
+        # what the engine needs reaches it, through its private environment
+        assert f"HF_TOKEN={SECRETS['extra_args --hf-token']}" in environ
+        assert f"DB_PASS={SECRETS['engine.env DB_PASS']}" in environ
+        trials = optuna.load_study(study_name="secrets", storage=url).get_trials()
+        reasons = [schema.REASON.read(t.user_attrs) for t in trials if t.state == TrialState.FAIL]
+        assert "timeout" in reasons, [(t.state, schema.REASON.read(t.user_attrs)) for t in trials]
+        done = [t.number for t in trials if t.state == TrialState.COMPLETE]
+        assert done, [(t.state, t.user_attrs) for t in trials]
+        # 3. every reader
+        notes = nova("notes", "secrets", env=env)
+        assert notes.returncode == 0, notes.stderr
+        texts["notes"] = notes.stdout + notes.stderr
+        for args in (
+            ("dump", "secrets"),
+            ("dump", "secrets", "--format", "csv"),
+            ("status", "secrets"),
+            ("status", "secrets", "--format", "json"),
+            *(
+                ("export", "secrets", "--trial", str(done[0]), "--format", f)
+                for f in ("vllm", "compose", "k8s")
+            ),
+        ):
+            r = nova(*args, env=env)
+            assert r.returncode == 0, (args, r.stderr[-2000:])
+            texts[" ".join(args)] = r.stdout + r.stderr
+        report = tmp_path / "report.html"
+        r = nova("report", "secrets", "-o", str(report), env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        texts["report"] = report.read_text() + r.stdout + r.stderr
+        # a storage error names the URL masked (a wrong database on the same server)
+        wrong = make_url(secret_url).set(database="nova_no_such_db").render_as_string(hide_password=False)
+        r = nova("status", "secrets", env={**env, "NOVA_STORAGE": wrong, "NOVA_STORAGE_RETRY_S": "1"})
+        assert r.returncode != 0
+        texts["storage error"] = r.stdout + r.stderr
+        texts["storage (every table)"] = _all_tables(url)
+        texts["logs"] = "\n".join(p.read_text(errors="replace") for p in artifacts.rglob("*") if p.is_file())
+        # the boot-deadline tail was stored, with the key the server printed masked
+        tails = [schema.LOG_TAIL.read(t.user_attrs) or "" for t in trials]
+        assert any("'api_key': ['" + "*" * 48 in x for x in tails), tails
+        # the refused creates wrote nothing
+        assert optuna.study.get_all_study_names(url) == ["secrets"]
+        found = _found(texts)
+        print(f"secrets found: {len(found)}; literal secrets not refused: {len(refused)}")
+        assert found == [] and refused == [], "\n".join(found + refused)
+        # the storage URL is shown, masked (its query values too)
+        assert "password=***" in texts["dump secrets"]
+
+
+def _base_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "NOVA_STORAGE"}
