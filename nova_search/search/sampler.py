@@ -27,12 +27,23 @@ many trials as random search to find a configuration within 5 % of the best, for
   first few trials cover each knob's range instead of landing by chance in one corner.
 
 Parameters outside the joint space (the very first trial's, or a conditional one seen for the first
-time) are drawn by the base sampler one by one, numbers in order too.
+time) are drawn by the base sampler one by one, numbers in order too, and under the same no-repeat
+rule: a value that would make the trial repeat one the study holds (the RUNNING trials of other
+workers included) is drawn again, by the base sampler up to ``tries`` times, then at random.
+
+**Workers started together** (a k8s Indexed Job starts every pod at once) load one spec and so one
+seed: until a trial completes, every worker's sampler would draw the same start-up configurations.
+Two things keep them apart (issue 40): each trial's draws are seeded from the study's seed and the
+trial's number (``trial_seed``; trial numbers are unique across workers, and a single
+worker with an explicit seed draws the same sequence run after run), and the worker draws a trial's
+configuration under the budget lock, right after the ask (``worker.loop``), so the next worker's
+no-repeat check sees it. With ``sampler.seed: null`` the seeds are fresh each run.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
 import math
 import warnings
@@ -41,6 +52,7 @@ from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.trial import FrozenTrial, TrialState
 
 from nova_search.errors import SpecError
@@ -184,7 +196,22 @@ class WrappedSampler(optuna.samplers.BaseSampler):
         self.base.reseed_rng()
 
 
-class NovaSampler(WrappedSampler):
+class PerTrialSeed(WrappedSampler):
+    """The study's sampler with each trial's draws seeded from ``seed`` and the trial's number
+    (``trial_seed``): workers that share a seed draw apart, and one worker's draws are
+    the same run after run. Without a seed (``sampler.seed: null``) the base's own fresh seed is kept."""
+
+    def __init__(self, base: optuna.samplers.BaseSampler, seed: int | None = None) -> None:
+        super().__init__(base)
+        self.seed = seed
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if self.seed is not None:
+            reseed(self.base, trial_seed(self.seed, trial.number))
+        super().before_trial(study, trial)
+
+
+class NovaSampler(PerTrialSeed):
     """The study's sampler (``base``) with numbers in order, no repeats and a spread-out start; see the
     module docstring."""
 
@@ -197,15 +224,30 @@ class NovaSampler(WrappedSampler):
         draws: int = 2000,
         spread: int = 16,
     ) -> None:
-        super().__init__(base)
+        super().__init__(base, seed)
         self.tries = tries
         self.draws = draws
         self.spread = spread
         self._random = optuna.samplers.RandomSampler(seed=seed)
 
+    def _random_for(self, study: optuna.Study, trial: FrozenTrial) -> optuna.samplers.RandomSampler:
+        """The random draws of this trial: seeded from the trial (``trial_seed``), fresh without a seed."""
+        if self.seed is None:
+            return self._random
+        return optuna.samplers.RandomSampler(seed=trial_seed(self.seed, trial.number))
+
     def infer_relative_search_space(
         self, study: optuna.Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
+        space = self._base_space(study, trial)
+        if space or study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+            return space
+        # nothing measured yet (the start-up; every worker at once in an Indexed Job): the space of
+        # the trials the study holds, RUNNING ones included, drawn whole here (the spread-out start),
+        # so that the no-repeat rule sees whole configurations rather than one parameter at a time
+        return {k: d for k, d in _study_distributions(study).items() if not d.single()}
+
+    def _base_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         view = _OrdinalView(study)
         space = self.base.infer_relative_search_space(view, view.trial(trial))  # type: ignore[arg-type]
         actual = _study_distributions(study)
@@ -223,7 +265,9 @@ class NovaSampler(WrappedSampler):
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
         view = _OrdinalView(study)
-        params = self._base_relative(view, trial, search_space)
+        # the base sampler proposes only in its own space (empty until a trial is measured)
+        base_space = self._base_space(study, trial) if search_space else {}
+        params = self._base_relative(view, trial, search_space) if base_space else {}
         if not params and not search_space:
             return params
         held = [t for t in study.get_trials(deepcopy=False, states=_HELD) if t.number != trial.number]
@@ -241,8 +285,9 @@ class NovaSampler(WrappedSampler):
         # repeat's replacement (the first new one found)
         dists = search_space if not params else {k: search_space[k] for k in params if k in search_space}
         candidates = []
+        rng = self._random_for(study, trial)
         for _ in range(self.draws):
-            drawn = {k: self._random.sample_independent(study, trial, k, d) for k, d in dists.items()}
+            drawn = {k: rng.sample_independent(study, trial, k, d) for k, d in dists.items()}
             candidate = {**params, **drawn}
             if new(candidate):
                 candidates.append(candidate)
@@ -256,17 +301,57 @@ class NovaSampler(WrappedSampler):
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
     ) -> Any:
         view = _OrdinalView(study)
-        value = self.base.sample_independent(
-            view,  # type: ignore[arg-type]
-            view.trial(trial),
-            param_name,
-            _to_rank(param_distribution),
-        )
-        return from_rank(param_distribution, value)
+
+        def draw() -> Any:
+            value = self.base.sample_independent(
+                view,  # type: ignore[arg-type]
+                view.trial(trial),
+                param_name,
+                _to_rank(param_distribution),
+            )
+            return from_rank(param_distribution, value)
+
+        value = draw()
+        held = [t for t in study.get_trials(deepcopy=False, states=_HELD) if t.number != trial.number]
+        drawn = dict(trial.params)
+
+        def new(v: Any) -> bool:  # whether this value leaves the trial short of repeating a held one
+            return repeats({**drawn, param_name: v}, held) is None
+
+        if not held or new(value):
+            return value
+        for _ in range(self.tries):
+            again = draw()
+            if new(again):
+                return again
+        rng = self._random_for(study, trial)
+        for _ in range(self.draws):
+            again = rng.sample_independent(study, trial, param_name, param_distribution)
+            if new(again):
+                return again
+        return value  # every value repeats a held trial: the space is measured through here
 
     def reseed_rng(self) -> None:
         super().reseed_rng()
         self._random.reseed_rng()
+
+
+def trial_seed(seed: int, number: int) -> int:
+    """The seed of one trial's draws: from the study's seed and the trial's number (unique across
+    workers), so that workers sharing a seed draw apart and one worker's draws are reproducible."""
+    digest = hashlib.sha256(f"{seed}:{number}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def reseed(sampler: object, seed: int, _depth: int = 0) -> None:
+    """Seed every random state of an Optuna sampler (and of the samplers it holds) with ``seed``."""
+    if _depth > 3:
+        return
+    for value in vars(sampler).values():
+        if isinstance(value, LazyRandomState):
+            value.rng.seed(seed)
+        elif isinstance(value, optuna.samplers.BaseSampler):
+            reseed(value, seed, _depth + 1)
 
 
 def _study_distributions(study: optuna.Study) -> dict[str, BaseDistribution]:
@@ -301,10 +386,11 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
                     "use tpe, nsga2 or random"
                 )
             return NovaSampler(optuna.samplers.GPSampler(seed=seed), seed=seed)
+        # the others draw each trial from its own seed too (workers started together draw apart)
         if name == "nsga2":
-            return optuna.samplers.NSGAIISampler(seed=seed)
+            return PerTrialSeed(optuna.samplers.NSGAIISampler(seed=seed), seed)
         if name == "random":
-            return optuna.samplers.RandomSampler(seed=seed)
+            return PerTrialSeed(optuna.samplers.RandomSampler(seed=seed), seed)
         raise SpecError("sampler.name: grid needs a finite space; use tpe, gp, nsga2 or random for this spec")
 
 

@@ -4,11 +4,14 @@ Optuna records heartbeats only inside ``study.optimize``; this loop runs its own
 can hold the budget lock (``db.StorageLock``) around "count, then ask". It covers what optimize would:
 
 - a heartbeat thread per running trial (``db.heartbeat.Heartbeat``), started at once after the ask;
-- stale trials of dead workers fail and are re-queued once (``fail_stale_trials``); a trial that was
-  asked but never heartbeated (a worker that died in between, or an ask whose answer was lost and
-  retried) is failed by ``db.heartbeat.fail_orphans`` after the grace period and re-queued every time,
-  since it never ran; the ask and its first heartbeat are retried apart, so a lost heartbeat never
-  asks again;
+- stale trials of dead workers fail with the reason (``stale``: how long, which worker) and are
+  re-queued up to ``db.heartbeat.STALE_RETRIES`` times in a row (``db.heartbeat.fail_stale``, on the
+  database's clock); a trial that was asked but never heartbeated (a worker that died in between, or
+  an ask whose answer was lost and retried) is failed by ``db.heartbeat.fail_orphans`` after the
+  grace period and re-queued every time, since it never ran; the ask and its first heartbeat are
+  retried apart, so a lost heartbeat never asks again;
+- a worker that was stopped (SIGSTOP, a frozen VM) past the grace period finds its trial failed and
+  re-queued by another worker when it resumes: it says so in one line and drops its result;
 - every storage call is retried through a database restart (``db.retrying``): start-up, ask, the
   sampler's suggest calls, attributes, heartbeats, tell;
 - a worker's GPUs are split into slots (``placement``), one ``trial.slot.Slot`` each (its servers and,
@@ -41,7 +44,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import optuna
-from optuna.storages import fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
 from nova_search import schema
@@ -58,7 +60,7 @@ from nova_search.db import (
     storage_retry_s,
 )
 from nova_search.db.budget import REFUSED_REASON as REFUSED
-from nova_search.db.heartbeat import Heartbeat, fail_orphans
+from nova_search.db.heartbeat import Heartbeat, fail_orphans, fail_stale
 from nova_search.db.stages import stage_plan
 from nova_search.engine.command import engine_prefix, unresolved_references
 from nova_search.errors import EngineError, TrialFailure
@@ -68,7 +70,7 @@ from nova_search.search.lifecycle import load, next_stage, stage_done
 from nova_search.search.sampler import FittingSampler
 from nova_search.spec import StudySpec
 from nova_search.trial.context import NullReporter, Reporter, TrialContext, TrialEnd
-from nova_search.trial.run import run_trial
+from nova_search.trial.run import choose_config, run_trial
 from nova_search.trial.slot import Slot
 from nova_search.worker.placement import NoSlot, Placement, ask_fitting, place, queued_gpus
 
@@ -79,6 +81,8 @@ TrialDone = Callable[[optuna.Study, FrozenTrial], None]
 WAIT_POLL_S = 2.0
 #: whether a queued trial fits this worker's slots
 Fits = Callable[[FrozenTrial], bool]
+#: draws a trial's configuration (its suggestions stored on the trial)
+Draw = Callable[[optuna.Trial], object]
 
 
 @dataclass
@@ -278,8 +282,12 @@ def _ask_locked(
     budget: int,
     fits: Fits | None = None,
     reporter: Reporter | None = None,
+    draw: Draw | None = None,
 ) -> optuna.Trial | None:
-    """Count, then ask, under the lock: the first queued trial that ``fits`` this worker, else a new one."""
+    """Count, then ask, under the lock: the first queued trial that ``fits`` this worker, else a new
+    one; then ``draw`` its configuration, still under the lock, so that the next worker's sampler sees
+    it (no two workers started together draw the same one). A draw that fails is left to the trial
+    (``trial.run`` draws again: suggestions are stored, a second draw returns the first's values)."""
     with lock:
         trials = study.get_trials(deepcopy=False)
         if budget_spent(trials, budget):
@@ -293,6 +301,11 @@ def _ask_locked(
                 )
             return None
         trial = study.ask() if fits is None else ask_fitting(study, fits)
+        if draw is not None:
+            try:
+                draw(trial)
+            except Exception as e:  # noqa: BLE001 - the trial draws again; the ask must not be repeated
+                log.debug("drawing trial %s under the lock: %s: %s", trial.number, type(e).__name__, e)
     if reporter is not None:
         reporter.budget(count_toward_budget(trials) + 1, budget, count_refused(trials))
     return trial
@@ -305,12 +318,15 @@ def ask_within_budget(
     window: float = 0.0,
     fits: Fits | None = None,
     reporter: Reporter | None = None,
+    draw: Draw | None = None,
 ) -> optuna.Trial | None:
-    """Count, then ask, under the lock; the trial's first heartbeat is recorded at once. Each is
-    retried on its own (for ``window`` seconds): a heartbeat write cut by the network must not ask
+    """Count, then ask (and ``draw``), under the lock; the trial's first heartbeat is recorded at once.
+    Each is retried on its own (for ``window`` seconds): a heartbeat write cut by the network must not ask
     again and leave the first trial an orphan. A configuration refused before launch is not counted
     (``db.budget``), up to ``refused_limit(budget)`` of them."""
-    trial = retrying(lambda: _ask_locked(study, lock, budget, fits, reporter), window, "ask for a trial in")
+    trial = retrying(
+        lambda: _ask_locked(study, lock, budget, fits, reporter, draw), window, "ask for a trial in"
+    )
     if trial is not None:
         storage = rdb_storage(study)
         retrying(lambda: storage.record_heartbeat(trial._trial_id), window, "record a heartbeat in")
@@ -335,6 +351,9 @@ def _run_slot(
     def fits(t: FrozenTrial) -> bool:
         return placement.fits(queued_gpus(t, spec, ctx.stage, ctx.base_config))
 
+    def draw(t: optuna.Trial) -> None:
+        choose_config(t, spec, ctx.stage, ctx.base_config)
+
     waited_for = 0  # the running trials last reported while waiting
     try:
         while not stop.is_set():
@@ -345,9 +364,9 @@ def _run_slot(
                 if opts.max_trials is not None and counter[0] >= opts.max_trials:
                     return
                 counter[0] += 1
-            retrying(lambda: fail_stale_trials(study), window, "check for stale trials in")
+            retrying(lambda: fail_stale(study, storage), window, "check for stale trials in")
             retrying(lambda: fail_orphans(study, storage), window, "check for orphaned trials in")
-            trial = ask_within_budget(study, lock, budget, window, fits, ctx.reporter)
+            trial = ask_within_budget(study, lock, budget, window, fits, ctx.reporter, draw)
             if trial is None:
                 with counter_lock:
                     counter[0] -= 1
@@ -396,13 +415,21 @@ def _run_one(
             _tell(study, trial, TrialState.FAIL, None, window)
         _report_end(study, trial, ctx.reporter)
         raise
+    except optuna.exceptions.UpdateFinishedTrialError:
+        if _finished_elsewhere(study, trial, window):
+            return
+        raise
     except Exception as e:  # noqa: BLE001 - an unexpected error fails the trial, not the worker
+        if _finished_elsewhere(study, trial, window):
+            return
         log.exception("trial %s failed unexpectedly", trial.number)
         message = f"{type(e).__name__}: {e}"[:500]
         _best_effort(lambda: schema.REASON.write(trial, "internal"))
         _best_effort(lambda: schema.MESSAGE.write(trial, message))
     if ctx.cancel.is_set():
         state, values = TrialState.FAIL, None
+    if _finished_elsewhere(study, trial, window):
+        return
     with signals_deferred():
         _tell(study, trial, state, values, window)
     frozen = _report_end(study, trial, ctx.reporter)
@@ -411,6 +438,25 @@ def _run_one(
             opts.on_trial_done(study, frozen)
         except Exception as e:  # noqa: BLE001 - a view of the study never costs the study
             log.warning("after trial %s: %s: %s", trial.number, type(e).__name__, e)
+
+
+def _finished_elsewhere(study: optuna.Study, trial: optuna.Trial, window: float) -> bool:
+    """Whether another worker finished this trial meanwhile (this one was stopped past the grace
+    period: its heartbeat went stale, the trial was failed and re-queued); if so, says it in one line."""
+    try:
+        frozen = retrying(lambda: rdb_storage(study).get_trial(trial._trial_id), window, "read a trial in")
+    except Exception:  # noqa: BLE001 - the caller goes on as if it were not
+        return False
+    if not frozen.state.is_finished():
+        return False
+    reason = schema.REASON.read(frozen.user_attrs) or frozen.state.name
+    log.warning(
+        "trial %s was failed by another worker while this one was not beating (%s): its result here is "
+        "dropped; the trial is queued again if its retries allow",
+        trial.number,
+        schema.MESSAGE.read(frozen.user_attrs) or reason,
+    )
+    return True
 
 
 def trial_end(t: FrozenTrial) -> TrialEnd:

@@ -12,7 +12,7 @@ import pytest
 from benchmarks.harness.specs import minimal_spec_dict
 from nova_search.errors import SpecError
 from nova_search.search.configs import sample
-from nova_search.search.sampler import NovaSampler, make_sampler, repeats
+from nova_search.search.sampler import NovaSampler, PerTrialSeed, make_sampler, repeats
 from nova_search.spec import parse_spec
 
 
@@ -102,15 +102,17 @@ def test_a_repeat_is_every_parameter_of_an_earlier_trial_with_the_same_value() -
     assert repeats({"spec_method": "none", "max_num_seqs": 16}, trials) is None
 
 
-def test_random_and_nsga2_are_not_wrapped_and_tpe_and_gp_are() -> None:
+def test_random_and_nsga2_are_only_seeded_per_trial_and_tpe_and_gp_are_wrapped() -> None:
     assert isinstance(make_sampler(_spec("tpe")), NovaSampler)
     if importlib.util.find_spec("torch") is not None:
         assert isinstance(make_sampler(_spec("gp")), NovaSampler)
     else:  # Optuna's GPSampler needs PyTorch, not a dependency of nova: a clear error, not a crash later
         with pytest.raises(SpecError, match=r"sampler.name: gp needs PyTorch.*use tpe, nsga2 or random"):
             make_sampler(_spec("gp"))
-    assert isinstance(make_sampler(_spec("random")), optuna.samplers.RandomSampler)
-    assert isinstance(make_sampler(_spec("nsga2")), optuna.samplers.NSGAIISampler)
+    # random and nsga2: only seeded per trial (issue 40), no other change
+    for name, kind in (("random", optuna.samplers.RandomSampler), ("nsga2", optuna.samplers.NSGAIISampler)):
+        sampler = make_sampler(_spec(name))
+        assert type(sampler) is PerTrialSeed and isinstance(sampler.base, kind)
 
 
 def test_the_base_sampler_sees_a_list_of_numbers_as_ranks_and_the_study_keeps_the_values() -> None:
@@ -163,3 +165,35 @@ def test_the_committed_replay_meets_the_goal_and_its_first_seeds_replay_the_same
             for seed in range(5)
         ]
         assert counts == summary[name]["trials"][:5]
+
+
+def test_workers_sharing_a_seed_draw_apart_and_one_worker_draws_the_same_again() -> None:
+    """Issue 40, finding 3: two workers (two samplers of one seed on one study) each ask a trial before
+    either completes: their start-up draws differ (a trial's draws are seeded by its number, and a
+    value that would repeat a RUNNING trial is drawn again). One worker, run twice, draws the same."""
+    spec = _spec(seed=0)
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(spec))
+    other = optuna.load_study(study_name=study.study_name, storage=study._storage, sampler=make_sampler(spec))
+    running = []
+    for s in (study, other, study, other):
+        trial = s.ask()
+        sample(trial, spec, "tune")
+        running.append(json.dumps(trial.params, sort_keys=True))
+    assert len(set(running)) == 4, running  # all RUNNING, none repeated
+    again = [
+        _run(optuna.create_study(direction="maximize", sampler=make_sampler(spec)), spec, 6) for _ in "ab"
+    ]
+    assert again[0] == again[1]  # an explicit seed: reproducible
+
+
+@pytest.mark.parametrize("name", ["random", "nsga2"])
+def test_random_and_nsga2_workers_sharing_a_seed_draw_apart(name: str) -> None:
+    spec = _spec(name, seed=0)
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(spec))
+    other = optuna.load_study(study_name=study.study_name, storage=study._storage, sampler=make_sampler(spec))
+    drawn: dict[int, list[dict]] = {0: [], 1: []}
+    for i, s in enumerate((study, other, study, other)):
+        trial = s.ask()
+        sample(trial, spec, "tune")
+        drawn[i % 2].append(trial.params)
+    assert drawn[0] != drawn[1]  # one seed, yet not the same sequence (no no-repeat rule here)
