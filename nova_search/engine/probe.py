@@ -8,6 +8,7 @@ import time
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from nova_search import redact
 from nova_search.measure.records import EngineSample
 
 #: the engine metrics worth keeping (sample names; counters carry the _total suffix)
@@ -46,11 +47,17 @@ def parse_metrics(text: str, at: float | None = None) -> EngineSample:
     )
 
 
+#: the longest engine version kept (vLLM's are like 0.26.0+cu129 or 0.11.1rc2.dev96+g1234567)
+MAX_VERSION = 100
+
+
 def read_version(base_url: str, api_key: str | None = None, timeout: float = 5.0) -> str | None:
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         r = httpx.get(f"{base_url}/version", headers=headers, timeout=timeout)
         r.raise_for_status()
-        return str(r.json().get("version"))
-    except (httpx.HTTPError, ValueError):
+        version = r.json().get("version")
+    except (httpx.HTTPError, ValueError, AttributeError):
         return None
+    # what the engine reports goes into headers, exports and a 255-character column: one line, bounded
+    return None if version is None else redact.one_line(str(version))[:MAX_VERSION]

@@ -27,6 +27,26 @@ class ModelSpec(StrictModel):
     #: vocabulary size for synthetic token prompts; read from ``path/config.json`` when left out
     vocab_size: int | None = Field(default=None, gt=10, le=10_000_000)
 
+    @model_validator(mode="after")
+    def _one_line(self) -> ModelSpec:
+        for field in ("path", "served_name"):
+            problem = _control_problem(field, getattr(self, field))
+            if problem:
+                raise ValueError(problem)
+        return self
+
+
+def _control_problem(field: str, value: str | None) -> str | None:
+    """``FIELD holds a control character`` for a value that goes into argv, an export and its comments
+    (a newline there would start a new line of shell or YAML), or None. Never quotes the value."""
+    c = redact.control_character(value or "")
+    if c is None:
+        return None
+    return (
+        f"{field} holds a control character ({c}): a path, name or command word is one line (it goes "
+        "into the server's argv and into exports)"
+    )
+
 
 def _fixed_field(k: Knob) -> tuple[Any, Any]:
     bounds = {b: getattr(k, b) for b in ("gt", "ge", "le") if getattr(k, b) is not None}
@@ -101,6 +121,14 @@ class EngineSpec(StrictModel):
                 "give engine.tensor_parallel_size or engine.defaults.tensor_parallel_size, not both "
                 "(they are the same setting)"
             )
+        for field, value in (
+            ("python", self.python),
+            ("host", self.host),
+            *((f"command.{i}", word) for i, word in enumerate(self.command or ())),
+        ):
+            problem = _control_problem(field, value)
+            if problem:
+                raise ValueError(problem)
         problem = extra_args_problem(self.extra_args)
         if problem:
             raise ValueError(problem)

@@ -1,10 +1,17 @@
-"""Planted secrets, on the real PostgreSQL with the stand-in engine (issue 40, finding 2): a password
+"""Planted secrets and injected lines, on the real PostgreSQL with the stand-in engine (issue 40,
+findings 1 and 2).
+
+Secrets: a password
 in the storage URL's query, a token in ``engine.extra_args``, env values the name heuristic used to
 miss (``DB_PASS``, a proxy URL with a password) and the API key a server prints before it misses its
 boot deadline. A literal secret in the spec is refused at ``create`` (exit 2, nothing written, the
 secret not echoed); written the supported way (``${NAME}``) it reaches the engine and nothing else.
 Then every table of the storage, ``dump``, ``status`` (text and JSON), every export format, the
-report, the dashboard notes, the engine's argv (``ps``) and every log is searched for each secret."""
+report, the dashboard notes, the engine's argv (``ps``) and every log is searched for each secret.
+
+Injection: an engine whose ``/version`` carries a newline, a shell command and a Pod manifest; its
+study's exports, as the CLI prints them, are sourced (``vllm`` stubbed) and parsed: no command runs, no
+document is added. A model path with the same payload is refused at ``create``."""
 
 from __future__ import annotations
 
@@ -212,3 +219,70 @@ def test_planted_secrets_are_refused_or_masked_everywhere(tmp_path: Path) -> Non
 
 def _base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "NOVA_STORAGE"}
+
+
+#: what a hostile engine reports as its version: a shell line, then a Pod as a YAML document of its own
+HOSTILE_VERSION = (
+    "0.26.0\ntouch INJECTED\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: evil}\n"
+    "spec: {hostPID: true, containers: [{name: x, image: busybox}]}\n#"
+)
+#: the stand-in engine, reporting $FAKE_VERSION on /version (one line: a command word has no newline)
+VERSION_ENGINE = (
+    "import dataclasses, os, sys; from benchmarks.harness import fake_engine as f; s = f.serve; "
+    "f.serve = lambda o, *a: s(dataclasses.replace(o, version=os.environ['FAKE_VERSION']), *a); "
+    "f.main(sys.argv[1:])"
+)
+
+
+def test_an_engine_version_with_a_newline_injects_no_command_and_no_document(tmp_path: Path) -> None:
+    with fresh_database() as url:
+        raw = fake_spec_dict(1, name="inject")
+        raw["engine"]["command"] = [sys.executable, "-c", VERSION_ENGINE]
+        raw["engine"]["env"] = {**raw["engine"]["env"], "FAKE_VERSION": "${FAKE_VERSION}"}
+        spec_path = tmp_path / "spec.yaml"
+        spec_path.write_text(yaml.safe_dump(raw))
+        env = {"NOVA_STORAGE": url, "FAKE_VERSION": HOSTILE_VERSION}
+        r = nova("run", str(spec_path), "--artifacts-dir", str(tmp_path / "a"), env=env, timeout=180)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        (trial,) = optuna.load_study(study_name="inject", storage=url).get_trials()
+        version = schema.ENGINE_VERSION.read(trial.user_attrs) or ""
+        assert version.startswith("0.26.0\\ntouch INJECTED") and "\n" not in version, version
+        exports = {}
+        for fmt in ("vllm", "compose", "k8s"):
+            r = nova("export", "inject", "--trial", str(trial.number), "--format", fmt, env=env)
+            assert r.returncode == 0, r.stderr[-2000:]
+            exports[fmt] = r.stdout
+        run = tmp_path / "run"
+        run.mkdir()
+        (tmp_path / "export.sh").write_text(exports["vllm"])
+        stub = 'vllm() { printf "%s\\n" "$1" >> calls; }; '
+        subprocess.run(["bash", "-c", stub + f"source {tmp_path / 'export.sh'}"], cwd=run, timeout=30)
+        assert sorted(p.name for p in run.iterdir()) == ["calls"], exports["vllm"]  # no touch ran
+        assert (run / "calls").read_text() == "serve\n"  # vllm ran once
+        k8s = list(yaml.safe_load_all(exports["k8s"]))
+        assert [d["kind"] for d in k8s] == ["PersistentVolumeClaim", "Service", "Deployment"], exports["k8s"]
+        compose = list(yaml.safe_load_all(exports["compose"]))
+        assert len(compose) == 1 and set(compose[0]) == {"services", "volumes"}, exports["compose"]
+        # not a version: no image tag is made of it
+        assert compose[0]["services"]["vllm"]["image"].endswith(":latest"), exports["compose"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "./m\ntouch INJECTED",
+        "/m\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: evil}\n#",
+        "./m\rtouch INJECTED",
+        "./m\u2028touch INJECTED",
+    ],
+)
+def test_a_model_path_with_a_line_break_is_refused_at_create(tmp_path: Path, path: str) -> None:
+    with fresh_database() as url:
+        raw = fake_spec_dict(1, name="inject")
+        raw["model"]["path"] = path
+        spec_path = tmp_path / "spec.yaml"
+        spec_path.write_text(yaml.safe_dump(raw))
+        r = nova("create", str(spec_path), "--storage", url, timeout=30)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "path holds a control character" in r.stderr and "Traceback" not in r.stderr
+        assert optuna.study.get_all_study_names(url) == []
