@@ -88,10 +88,12 @@ class EngineSpec(StrictModel):
     #: a worker runs one trial per group of this many GPUs
     tensor_parallel_size: int = Field(default=1, ge=1, le=64)
     #: extra environment for every server; ``${NAME}`` / ``${NAME:-default}`` is read from the worker's
-    #: environment at launch (secrets go that way: the spec is stored with the study). The server
+    #: environment at launch (secrets go that way: the spec is stored with the study; a literal value
+    #: under a secret's name, DB_PASS or HF_TOKEN, or a URL with a password is refused). The server
     #: inherits nothing else of the worker's environment but PATH, locale, CUDA/NCCL/HF/VLLM/TORCH/...
     env: dict[str, str] = Field(default_factory=dict)
-    #: flags passed to every trial's server, after the knobs
+    #: flags passed to every trial's server, after the knobs; not --api-key, --host, --port or --config
+    #: (nova sets them per trial), not a --hf-token value (use env HF_TOKEN), in any spelling vLLM reads
     extra_args: list[str] = Field(default_factory=list)
     #: CPU cores the server is pinned to (its children inherit it). On a small CPU machine keep the
     #: engine and the load generator (sweep.client_cpus) on different cores, or both measure noise.
