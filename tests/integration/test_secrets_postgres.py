@@ -20,7 +20,10 @@ import os
 import re
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -286,3 +289,108 @@ def test_a_model_path_with_a_line_break_is_refused_at_create(tmp_path: Path, pat
         assert r.returncode == 2, r.stdout + r.stderr
         assert "path holds a control character" in r.stderr and "Traceback" not in r.stderr
         assert optuna.study.get_all_study_names(url) == []
+
+
+# ---------------------------------------------------------------- hostile inputs of this family
+
+PLANTED = "plantedSecret_3f9a"
+
+
+def _extra(*args: str) -> dict[str, Any]:
+    return {"engine.extra_args": list(args)}
+
+
+def _env(key: str, value: str) -> dict[str, Any]:
+    return {"engine.env": {key: value}}
+
+
+#: (id, the spec's changes (dotted key -> value) or --set items, what the error names): each is refused
+#: by ``create`` with exit 2, within 5 s, naming the field, writing nothing and never echoing PLANTED
+HOSTILE: list[tuple[str, dict[str, Any] | list[str], str]] = [
+    ("hf-token", _extra("--hf-token", PLANTED), "extra_args.0: --hf-token with a value"),
+    ("hf_token=", _extra(f"--hf_token={PLANTED}"), "extra_args.0: --hf-token with a value"),
+    ("hf-tok", _extra("--enforce-eager", "--hf-tok", PLANTED), "extra_args.1: --hf-token with a value"),
+    ("api_key", _extra("--api_key", PLANTED), "must not set --api-key"),
+    ("api-key=", _extra(f"--api-key={PLANTED}"), "must not set --api-key"),
+    ("api-ke", _extra("--api-ke", PLANTED), "must not set --api-key"),
+    ("api_key.x", _extra("--api_key.x", PLANTED), "must not set --api-key"),
+    ("config", _extra("--config", "/tmp/evil.yaml"), "--config is refused"),
+    ("config=", _extra("--config=/tmp/evil.yaml"), "--config is refused"),
+    ("conf", _extra("--conf", "/tmp/evil.yaml"), "--config is refused"),
+    ("port_", _extra("--po", "1"), "must not set --port"),
+    ("host=", _extra("--host=0.0.0.0"), "must not set --host"),
+    ("hos", _extra("--hos", "0.0.0.0"), "must not set --host"),
+    ("url-in-arg", _extra("--otlp-traces-endpoint", f"https://u:{PLANTED}@otel"), "extra_args.1: a URL"),
+    ("token-in-query", _extra("--x", f"http://h/?access_token={PLANTED}"), "extra_args.1: a URL"),
+    ("env-db-pass", _env("DB_PASS", PLANTED), "env.DB_PASS looks like a secret"),
+    ("env-pwd", _env("MY_PWD", PLANTED), "env.MY_PWD looks like a secret"),
+    ("env-auth", _env("PROXY_AUTH", PLANTED), "env.PROXY_AUTH looks like a secret"),
+    ("env-cookie", _env("SESSION_COOKIE", PLANTED), "env.SESSION_COOKIE looks like a secret"),
+    ("env-pgpassword", _env("PGPASSWORD", PLANTED), "env.PGPASSWORD looks like a secret"),
+    ("env-proxy-url", _env("HTTPS_PROXY", f"http://u:{PLANTED}@proxy:3128"), "env.HTTPS_PROXY holds a URL"),
+    ("env-token-user", _env("GIT_REMOTE", f"https://{PLANTED}@github.com/x"), "env.GIT_REMOTE holds a URL"),
+    ("env-dsn", _env("DSN", f"postgresql://db/x?password={PLANTED}"), "env.DSN holds a URL"),
+    ("env-default", _env("HTTPS_PROXY", f"http://u:${{PW:-{PLANTED}}}@p"), "env.HTTPS_PROXY holds a URL"),
+    ("set-api_key", ["engine.extra_args=[--api_key, k]"], "must not set --api-key"),
+    ("set-hf-token", [f"engine.extra_args=[--hf-token, {PLANTED}]"], "--hf-token with a value"),
+    ("set-db-pass", [f"engine.env.DB_PASS={PLANTED}"], "env.DB_PASS looks like a secret"),
+    ("path-newline", {"model.path": "./m\ntouch INJECTED"}, "path holds a control character (\\n)"),
+    ("path-pod", {"model.path": "/m\n---\nkind: Pod\n#"}, "path holds a control character"),
+    ("path-cr", {"model.path": "./m\rtouch INJECTED"}, "path holds a control character (\\r)"),
+    ("path-nel", {"model.path": "./m\x85touch"}, "path holds a control character (\\x85)"),
+    ("path-u2028", {"model.path": "./m\u2028touch"}, "path holds a control character (\\u2028)"),
+    ("path-esc", {"model.path": "./m\x1b[2J"}, "path holds a control character (\\x1b)"),
+    ("served-newline", {"model.served_name": "m\ntouch X"}, "served_name holds a control character"),
+    ("host-newline", {"engine.host": "127.0.0.1\n"}, "host holds a control character"),
+    ("command-newline", {"engine.command": ["vllm\ntouch X", "serve"]}, "command.0 holds a control"),
+    ("set-path-newline", ['model.path="./m\\ntouch INJECTED"'], "path holds a control character"),
+]
+
+
+def _hostile(tmp_path: Path, row: tuple[str, dict[str, Any] | list[str], str]) -> tuple[str, str]:
+    """Run one row; '' when it holds, else what went wrong."""
+    rid, change, needle = row
+    folder = tmp_path / rid
+    folder.mkdir()
+    raw = fake_spec_dict(1, name="hostile")
+    overrides: list[str] = []
+    if isinstance(change, list):
+        overrides = change
+    else:
+        for key, value in change.items():
+            node = raw
+            *parents, last = key.split(".")
+            for part in parents:
+                node = node[part]
+            node[last] = value
+    (folder / "spec.yaml").write_text(yaml.safe_dump(raw))
+    storage = f"sqlite:///{folder / 'nova.db'}"
+    argv = ["create", str(folder / "spec.yaml"), "--storage", storage]
+    argv += [a for o in overrides for a in ("--set", o)]
+    t0 = time.monotonic()
+    r = nova(*argv, timeout=30)
+    took = time.monotonic() - t0
+    said = r.stdout + r.stderr
+    problems = []
+    if r.returncode != 2:
+        problems.append(f"exit {r.returncode}")
+    if took > 5.0:
+        problems.append(f"took {took:.1f} s")
+    if needle not in said:
+        problems.append(f"does not say {needle!r}")
+    if "Traceback" in said or PLANTED in said:
+        problems.append("a traceback or the planted secret in its output")
+    if sorted(p.name for p in folder.iterdir()) != ["spec.yaml"]:
+        problems.append(f"wrote {sorted(p.name for p in folder.iterdir())}")
+    return rid, "; ".join(problems) + (f": {said[-400:]}" if problems else "")
+
+
+@pytest.mark.serial  # it bounds how long a refusal takes
+def test_hostile_secrets_and_line_breaks_are_refused_at_create_fast_writing_nothing(tmp_path: Path) -> None:
+    """37 hostile inputs of this family (secrets in the spec, the guard's spellings, line breaks in
+    paths and names), through the real command line, 4 at a time."""
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda row: _hostile(tmp_path, row), HOSTILE))
+    failed = [f"{rid}: {problem}" for rid, problem in results if problem]
+    print(f"hostile inputs refused: {len(HOSTILE) - len(failed)} of {len(HOSTILE)}")
+    assert failed == [], "\n".join(failed)
