@@ -67,6 +67,7 @@ ONE_WORKER_FILES = frozenset(
         "tests/integration/test_dashboard.py",
         "tests/integration/test_deploy_answer_postgres.py",
         "tests/integration/test_exit_codes_postgres.py",
+        "tests/integration/test_hostile_inputs.py",
         "tests/integration/test_install.py",
         "tests/unit/test_workloads.py",
     }

@@ -11,7 +11,11 @@ from typing import NoReturn
 
 from nova_search.cli import make, read, work  # noqa: F401 - registers the commands on ``app``
 from nova_search.cli._common import app
-from nova_search.worker.node import INTERRUPTED
+from nova_search.errors import ExitCode
+
+#: the exit code of an interrupted command (130, the shell's); ``worker.node`` uses the same one, and
+#: importing it here would load the worker's stack (half a second) into every command
+INTERRUPTED = int(ExitCode.INTERRUPTED)
 
 __all__ = ["app", "main"]
 

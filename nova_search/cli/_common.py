@@ -143,9 +143,92 @@ StudyArg = Annotated[str, typer.Argument(metavar="STUDY", help="The study name (
 
 
 def storage_url(flag: str | None, spec: StudySpec | None) -> str:
-    from nova_search.search.lifecycle import DEFAULT_STORAGE
+    """The storage URL: ``--storage``, else NOVA_STORAGE, else the spec's, else sqlite:///nova.db.
 
-    return flag or (spec.storage if spec and spec.storage else None) or DEFAULT_STORAGE
+    Refused (exit 2), before anything is opened: an empty ``--storage``, a NOVA_STORAGE that is set but
+    empty (a k8s secret that is missing renders that way: falling back to a local file would run the
+    study where nobody looks for it), and an in-memory SQLite database (the study would be lost when the
+    command exits)."""
+    import os
+
+    if flag is not None and not flag.strip():
+        if os.environ.get("NOVA_STORAGE") == flag:  # click passes on a blank (not an empty) variable
+            raise SpecError(_EMPTY_ENV)
+        raise SpecError(
+            "--storage is empty: give a SQLAlchemy URL (sqlite:///nova.db, postgresql+psycopg://...)"
+        )
+    if flag is None and "NOVA_STORAGE" in os.environ and not os.environ["NOVA_STORAGE"].strip():
+        raise SpecError(_EMPTY_ENV)
+    url = flag or (spec.storage if spec and spec.storage else None)
+    if not url:
+        from nova_search.search.lifecycle import DEFAULT_STORAGE
+
+        url = DEFAULT_STORAGE
+    what = (
+        "storage" if not flag else "NOVA_STORAGE" if flag == os.environ.get("NOVA_STORAGE") else "--storage"
+    )
+    _refuse_in_memory(url, what)
+    return url
+
+
+def writable_storage(url: str) -> str:
+    """``url``, for a command that writes (create, run, worker, node, db): a SQLite database whose
+    folder (or file) cannot be written is refused here, saying why (a read-only mount, permissions),
+    before Optuna or the lock file beside it meet it as a bare OSError. Exit 5, as for any storage
+    that cannot be used. Other URLs are left to the storage layer."""
+    import os
+
+    from nova_search.db import sqlite_path
+    from nova_search.errors import StorageError
+
+    try:
+        path = sqlite_path(url)
+    except NovaError:
+        return url  # refused, with its own message, when it is opened
+    if path is None or path.startswith("file:"):
+        return url
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    for place in (target, folder):
+        if os.path.exists(place) and not os.access(place, os.W_OK):
+            try:
+                why = (
+                    "a read-only file system" if os.statvfs(place).f_flag & os.ST_RDONLY else "no permission"
+                )
+            except OSError:
+                why = "no permission"
+            kind = "folder" if place == folder else "database file"
+            raise StorageError(
+                f"storage {url}: cannot write the {kind} {place} ({why}); a study's SQLite database needs "
+                "a writable file and folder (its journal and lock file go beside it): use a writable path "
+                "or PostgreSQL"
+            )
+    return url
+
+
+_EMPTY_ENV = (
+    "NOVA_STORAGE is set but empty (a missing secret?): give it a SQLAlchemy URL, or unset it to use "
+    "--storage, the spec's storage or sqlite:///nova.db"
+)
+
+
+def _refuse_in_memory(url: str, what: str) -> None:
+    """An in-memory SQLite database (``sqlite://``, ``sqlite:///:memory:``, ``mode=memory``) lives as long
+    as the command: a study made there is lost at once, and no worker can join it."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - an unparseable URL is refused, with its own message, when opened
+        return
+    if parsed.get_backend_name() != "sqlite":
+        return
+    database = parsed.database or ""
+    if database in ("", ":memory:") or "mode=memory" in url or database.startswith("file::memory:"):
+        raise SpecError(
+            f"{what} {url}: an in-memory SQLite database is lost when the command exits; "
+            "give a file (sqlite:///nova.db) or a PostgreSQL URL"
+        )
 
 
 def parse_ints(text: str | None, flag: str, example: str, *, required: bool = False) -> tuple[int, ...]:

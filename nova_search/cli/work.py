@@ -23,6 +23,7 @@ from nova_search.cli._common import (
     err_console,
     parse_ints,
     storage_url,
+    writable_storage,
 )
 from nova_search.errors import SpecError
 from nova_search.spec import StudySpec, load_spec
@@ -53,6 +54,40 @@ MaxTrialsOpt = Annotated[
 
 #: exit code of a worker whose study ended with nothing measured
 NOTHING_MEASURED = 3
+
+
+def check_host_cores(spec: StudySpec) -> None:
+    """engine.cpus and sweep.client_cpus against the cores this process may run on (its affinity:
+    a container's cpuset, a taskset). Checked when a worker starts, before it asks a trial: ``create``
+    may run on another host, so there only the bound of the spec (``MAX_CORE``) is checked. A core that
+    is not here would fail every trial's pinning and spend the budget on FAILs."""
+    for field, cores in (("engine.cpus", spec.engine.cpus), ("sweep.client_cpus", spec.sweep.client_cpus)):
+        _cores_here(field, cores)
+
+
+def _cores_here(field: str, cores: list[int] | tuple[int, ...] | None) -> None:
+    import os
+
+    if not cores or not hasattr(os, "sched_getaffinity"):
+        return
+    here = sorted(os.sched_getaffinity(0))
+    missing = [c for c in cores if c not in here]
+    if missing:
+        raise SpecError(
+            f"{field}: core {missing[0]} is not one this process may run on (cores here: "
+            f"{_core_list(here)}); pin to cores of this host, or run where they are"
+        )
+
+
+def _core_list(cores: list[int]) -> str:
+    """Sorted core ids as taskset writes them: 0-3,8."""
+    runs: list[list[int]] = []
+    for c in cores:
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
 
 
 def _parse_gpus(text: str | None) -> tuple[int, ...]:
@@ -178,19 +213,55 @@ def run(
     log_format: LogFormatOpt = "text",
 ) -> None:
     """Create (or continue) a study and run it with one local worker."""
-    from nova_search.search.lifecycle import create
-
     fmt = _log_format(log_format)
-    _quiet_optuna()
     overrides = list(set_ or [])
     if n_trials is not None:
         overrides.append(f"budget.n_trials={n_trials}")
     spec = load_spec(spec_path, overrides)
     gpu_ids = _parse_gpus(gpus)
-    url = storage_url(storage, spec)
+    url = writable_storage(storage_url(storage, spec))
     name = _study_name(study_name, spec)
-    create(spec, url, name, exist_ok=True)
-    _work(name, url, spec, None, gpu_ids, artifacts_dir, stop_after, fmt)
+    check_host_cores(spec)
+    # the search stack (Optuna, SQLAlchemy) is loaded once the input is known good: bad input is
+    # refused in half a second
+    from nova_search.search.lifecycle import create
+
+    _quiet_optuna()
+    study = create(spec, url, name, exist_ok=True)
+    stored = _stored_spec(study, spec)
+    check_host_cores(stored)
+    if stored.budget != spec.budget:
+        _budget_kept(name, stored, spec, n_trials)
+    _work(name, url, stored, None, gpu_ids, artifacts_dir, stop_after, fmt)
+
+
+def _stored_spec(study: object, given: StudySpec) -> StudySpec:
+    """The spec the study stores (what every worker runs); ``given`` when it stores none."""
+    from nova_search import schema
+    from nova_search.spec import parse_spec
+
+    raw = schema.SPEC.read(study.user_attrs)  # type: ignore[attr-defined]
+    return given if raw is None else parse_spec(raw, "the stored spec")
+
+
+def _budget_kept(name: str, stored: StudySpec, given: StudySpec, n_trials: int | None) -> None:
+    """``run`` on a study that exists runs the budget it stores: every worker counts against that one,
+    and a run cannot change it for the others. An explicit ``--n-trials`` that differs is refused (exit
+    2, nothing run): the user asked for a budget that would not be kept. A budget that differs in the
+    spec file or a ``--set`` is a note on stderr; the stored budget is the one printed and run."""
+    kept = stored.budget.n_trials
+    if n_trials is not None and n_trials != kept:
+        raise SpecError(
+            f"--n-trials {n_trials}: study {name!r} exists with a budget of {kept} trials, which every "
+            "worker counts against; a run does not change it. Run without --n-trials to continue it, or "
+            "create a study under another name (--study-name) with the budget you want"
+        )
+    err_console.print(
+        f"note: study {name} exists: its stored budget ({kept} trials"
+        + (f", per stage {dict(stored.budget.per_stage)}" if stored.budget.per_stage else "")
+        + f") is kept; the spec's ({given.budget.n_trials}) applies to a new study only",
+        highlight=False,
+    )
 
 
 def _study_name(flag: str | None, spec: StudySpec) -> str:
@@ -207,13 +278,13 @@ def create_cmd(
     set_: SetOpt = None,
 ) -> None:
     """Create a study once (directions, metric names, spec, baselines); workers then load it."""
+    spec = load_spec(spec_path, list(set_ or []))
+    url = writable_storage(storage_url(storage, spec))
+    name = _study_name(study_name, spec)
     from nova_search.db import mask
     from nova_search.search.lifecycle import create
 
     _quiet_optuna()
-    spec = load_spec(spec_path, list(set_ or []))
-    url = storage_url(storage, spec)
-    name = _study_name(study_name, spec)
     created = create(spec, url, name)
     if spec.staged:
         console.print(
@@ -240,9 +311,10 @@ def worker(
 
     fmt = _log_format(log_format)
     _quiet_optuna()
-    url = storage_url(storage, None)
+    url = writable_storage(storage_url(storage, None))
     gpu_ids = _parse_gpus(gpus)
     _loaded, spec = load(study, url)
+    check_host_cores(spec)
     _work(study, url, spec, max_trials, gpu_ids, artifacts_dir, stop_after, fmt)
 
 
@@ -282,9 +354,10 @@ def node(
 
     fmt = _log_format(log_format)
     _quiet_optuna()
-    url = storage_url(storage, None)
+    url = writable_storage(storage_url(storage, None))
     groups = worker_groups(_parse_gpus(gpus), gpus_per_worker)
     loaded, spec = load(study, url)
+    check_host_cores(spec)
     attrs = loaded.user_attrs
     base = schema.BASE.read(attrs)
     for group in groups:  # a group that fits no trial of the study is refused here, before any starts
@@ -315,7 +388,7 @@ def db_upgrade(
     """Create Optuna's schema when missing, then migrate nova's tables (nova_alembic_version)."""
     from nova_search.db import current, mask, upgrade
 
-    url = storage_url(storage, None)
+    url = writable_storage(storage_url(storage, None))
     upgrade(url, revision)
     console.print(f"{mask(url)}: nova tables at revision {current(url)}")
 
@@ -328,7 +401,7 @@ def db_downgrade(
     """Migrate nova's tables down (Optuna's tables are never touched)."""
     from nova_search.db import current, downgrade, mask
 
-    url = storage_url(storage, None)
+    url = writable_storage(storage_url(storage, None))
     downgrade(url, revision)
     console.print(f"{mask(url)}: nova tables at revision {current(url)}")
 
@@ -422,9 +495,11 @@ def bench(
     from nova_search.trial.bench import BenchPlan, run_bench, vllm_names
 
     levels = parse_ints(concurrency, "--concurrency", "1,8,32", required=True)
+    _bench_bounds(levels, num_requests, duration, warmup, input_len, output_len)
     if (num_requests is None) == (duration is None):
         raise SpecError("give exactly one of --num-requests or --duration")
     pinned = _parse_cores(cpus, "--cpus") or None
+    _cores_here("--cpus", pinned)
     n_processes = _parse_processes(processes)
     per_chunk = {"auto": None, "per-chunk": True, "final": False}[
         choice("--usage", usage, ("auto", "per-chunk", "final"))
@@ -468,6 +543,37 @@ def bench(
             console.print(f"concurrency {r.concurrency}: {r.client_note}", highlight=False)
 
 
+def _bench_bounds(
+    levels: tuple[int, ...],
+    num_requests: int | None,
+    duration: float | None,
+    warmup: int,
+    input_len: int,
+    output_len: int,
+) -> None:
+    """bench's numbers within the bounds a spec has (spec.workload and spec.sweep): a level of a
+    hundred million requests in flight would open as many connections and run out of memory."""
+    from nova_search.spec.workload import MAX_CONCURRENCY, MAX_TOKENS
+
+    if len(levels) > 100:
+        raise SpecError(f"--concurrency: {len(levels)} levels; at most 100")
+    for level in levels:
+        if level > MAX_CONCURRENCY:
+            raise SpecError(
+                f"--concurrency {level}: at most {MAX_CONCURRENCY} requests in flight "
+                "(sweep.concurrency's bound)"
+            )
+    for flag, value, high in (
+        ("--num-requests", num_requests, 10_000_000),
+        ("--duration", duration, 86_400),
+        ("--warmup", warmup, 100_000),
+        ("--input-len", input_len, MAX_TOKENS),
+        ("--output-len", output_len, MAX_TOKENS),
+    ):
+        if value is not None and value > high:
+            raise SpecError(f"{flag} {value}: at most {high}")
+
+
 def _parse_cores(text: str | None, flag: str) -> tuple[int, ...]:
     """A taskset-style core list (``8-15``, ``0,2,4-7``); empty for None."""
     from nova_search.spec import parse_cores
@@ -487,8 +593,8 @@ def _parse_processes(text: str) -> int | None:
         n = int(text)
     except ValueError:
         n = 0
-    if n < 1:
-        raise SpecError(f"--processes {text!r}: give a positive integer or auto")
+    if not 1 <= n <= 1024:
+        raise SpecError(f"--processes {text!r}: give an integer from 1 to 1024, or auto")
     return n
 
 

@@ -12,6 +12,7 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    field_validator,
     model_validator,
 )
 
@@ -20,10 +21,49 @@ SPEC_METHODS = ("none", "ngram", "eagle", "eagle3", "dflash", "draft_model", "mt
 DRAFTER_METHODS = ("eagle", "eagle3", "dflash", "draft_model")
 
 
+#: the longest text a spec field may hold, each item of a list or dict alike (an env value, an argument:
+#: Linux refuses one string over 128 KiB in execve); a path or a name has its own, shorter bound
+MAX_TEXT = 32 * 1024
+
+
 class StrictModel(BaseModel):
-    """Unknown keys refused, values never coerced from another type, NaN and infinities refused."""
+    """Unknown keys refused, values never coerced from another type, NaN and infinities refused, and
+    every text bounded: no NUL byte (no argv, environment or file name can hold one, so it would fail
+    every trial instead of at ``create``), at most MAX_TEXT characters (checked before any other rule
+    reads the text)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _bounded_text(cls, v: Any) -> Any:
+        problem = text_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
+        return v
+
+
+def text_problem(v: Any, where: str = "the value") -> str | None:
+    """Why the text in ``v`` (a str, or the lists and dicts of str a spec field holds) is refused: a NUL
+    byte or more than MAX_TEXT characters, saying where (``item 3``, ``the value of KEY``); None when it
+    is fine. Models are checked by their own fields."""
+    if isinstance(v, str):
+        if "\x00" in v:
+            return f"{where} holds a NUL byte (\\x00): no path, name or argument can"
+        if len(v) > MAX_TEXT:
+            return f"{where} is {len(v)} characters long; at most {MAX_TEXT}"
+        return None
+    if isinstance(v, list | tuple):
+        for i, x in enumerate(v):
+            problem = text_problem(x, f"item {i}")
+            if problem is not None:
+                return problem
+    if isinstance(v, dict):
+        for k, x in v.items():
+            problem = text_problem(k, f"a key ({str(k)[:40]!r})") or text_problem(x, f"the value of {k}")
+            if problem is not None:
+                return problem
+    return None
 
 
 # ---------------------------------------------------------------- searchable parameters
@@ -114,10 +154,15 @@ BoolParam = Annotated[
 ]
 
 
+#: the highest core id a spec may name (engine.cpus, sweep.client_cpus, bench --cpus). Each worker
+#: checks the cores against the ones it may run on as it starts: ``create`` may run on another host
+MAX_CORE = 4095
+
+
 def parse_cores(text: str) -> list[int]:
     """A core list as ``taskset -c`` writes it: numbers and ranges separated by commas (``8-15``,
     ``0,2,4-7``, ``0-15:2`` for every second core). Sorted, without repeats; ValueError on anything
-    else (an empty list included)."""
+    else (an empty list included, and a core above MAX_CORE)."""
     cores: set[int] = set()
     for part in text.replace(" ", "").split(","):
         if not part:
@@ -130,6 +175,8 @@ def parse_cores(text: str) -> list[int]:
         step = int(m.group(3)) if m.group(3) is not None else 1
         if high < low or step < 1:
             raise ValueError(f"{part!r}: a range goes from low to high, with a positive step")
+        if high > MAX_CORE:  # before the range is made: 0-100000000 would fill the memory
+            raise ValueError(f"{part!r}: core {high} is above {MAX_CORE}, the highest core id accepted")
         cores.update(range(low, high + 1, step))
     if not cores:
         raise ValueError(f"{text!r} names no core")

@@ -14,7 +14,8 @@ from pydantic import (
 from nova_search.errors import SpecError
 from nova_search.measure.metrics import METRIC_NAMES
 from nova_search.measure.objectives import Condition, make_condition, parse_condition
-from nova_search.spec._base import SPEC_METHODS, StrictModel
+from nova_search.spec._base import MAX_CORE, SPEC_METHODS, StrictModel
+from nova_search.spec.acceptance import device_problem
 from nova_search.spec.model_engine import EngineDefaults, EngineSpec, ModelSpec
 from nova_search.spec.space import SpaceSpec
 from nova_search.spec.workload import SweepSpec, WorkloadSpec
@@ -195,6 +196,85 @@ def check_study_name(name: str, what: str = "name") -> str:
     return name
 
 
+#: the longest served model name (vLLM's ``--served-model-name``; a model id is far shorter)
+MAX_SERVED_NAME = 256
+#: the longest path (Linux's PATH_MAX)
+MAX_PATH = 4096
+#: an environment variable name as POSIX shells take it
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _path_problem(value: str, limit: int = MAX_PATH, path: bool = True) -> str | None:
+    """Why ``value`` cannot be a path or a name passed as one argument: empty, too long, a control
+    character (a newline would end a line of an export), or a leading '-' (it would read as a flag:
+    write ./-name)."""
+    if not value.strip():
+        return "is empty"
+    if len(value) > limit:
+        return f"is {len(value)} characters long; at most {limit}"
+    if _CONTROL.search(value):
+        return f"holds a control character ({_CONTROL.search(value).group()!r}); write it on one line"  # type: ignore[union-attr]
+    if value.startswith("-"):
+        fix = f"write ./{value[:40]} for a path" if path else "a name starts with a letter or digit"
+        return f"{value[:40]!r} starts with '-' and would read as a flag; {fix}"
+    return None
+
+
+def launch_problems(spec: StudySpec) -> list[str]:
+    """What in ``spec`` could never launch a server or a load generator, each naming its field:
+    checked at every validation, so a spec that would fail every trial is refused at ``create``."""
+    problems: list[str] = []
+
+    def check(field: str, value: str | None, limit: int = MAX_PATH, path: bool = True) -> None:
+        problem = None if value is None else _path_problem(value, limit, path)
+        if problem:
+            problems.append(f"{field}: {problem}")
+
+    check("model.path", spec.model.path)
+    check("model.served_name", spec.model.served_name, MAX_SERVED_NAME, path=False)
+    for method, drafter in spec.space.speculative.drafters.items():
+        check(f"space.speculative.drafters.{method}", drafter)
+    check("workload.path", spec.workload.path)
+    check("workload.tokenizer", spec.workload.tokenizer)
+    engine = spec.engine
+    check("engine.python", engine.python)
+    if engine.command is not None:
+        for i, part in enumerate(engine.command):
+            if not part.strip():
+                problems.append(f"engine.command.{i}: an empty element; give the program and its words")
+        if engine.command and engine.command[0].startswith("-"):
+            problems.append(
+                f"engine.command.0: {engine.command[0][:40]!r} is a flag; the first word is a program"
+            )
+    host = engine.host
+    if not host or not host.strip() or _CONTROL.search(host) or " " in host or host.startswith("-"):
+        problems.append(
+            f"engine.host: {host[:60]!r} is not an address to bind to; give an IP address or a host name "
+            "(127.0.0.1, the default, for loopback)"
+        )
+    elif len(host) > 253:
+        problems.append(f"engine.host: {len(host)} characters long; a host name has at most 253")
+    for name in engine.env:
+        if not ENV_NAME.fullmatch(name):
+            problems.append(
+                f"engine.env: {name[:60]!r} is not an environment variable name (letters, digits and '_', "
+                "not starting with a digit; no '=')"
+            )
+    for i, arg in enumerate(engine.extra_args):
+        if not arg:
+            problems.append(f"engine.extra_args.{i}: an empty argument")
+    for field, cores in (("engine.cpus", engine.cpus), ("sweep.client_cpus", spec.sweep.client_cpus)):
+        high = [c for c in cores or () if c > MAX_CORE]
+        if high:
+            problems.append(
+                f"{field}: core {high[0]} is above {MAX_CORE}, the highest core id accepted (ids run from 0 "
+                "to the host's core count - 1; each worker checks them against its own cores as it starts)"
+            )
+    check("artifacts_dir", spec.artifacts_dir)
+    return problems
+
+
 class StudySpec(StrictModel):
     #: the study's name (stages get NAME.tune, NAME.speculative); a safe file name
     name: str
@@ -269,6 +349,13 @@ class StudySpec(StrictModel):
             raise ValueError(f"budget.per_stage: {names} is not a stage of this spec ({self.stages})")
         return self
 
+    @model_validator(mode="after")
+    def _launchable(self) -> StudySpec:
+        problems = launch_problems(self)
+        if problems:
+            raise ValueError("\n  ".join(problems))
+        return self
+
     @property
     def staged(self) -> bool:
         return self.stages != ["joint"]
@@ -295,6 +382,8 @@ class StudySpec(StrictModel):
                     "confirm.park: sleep needs vLLM's sleep mode, which the CPU build does not have "
                     "(engine.device is cpu); use keep or auto"
                 )
+        if problem := device_problem(self):  # synthetic acceptance on the CPU build (spec/acceptance.py)
+            raise ValueError(problem)
         names = [o.name for o in self.objectives]
         if len(set(names)) != len(names):
             raise ValueError(f"objectives repeat: {names}")
