@@ -55,6 +55,23 @@ class SpeculativeConfig:
     prompt_lookup_max: int | None = None
     #: vLLM's dynamic schedule: [[min_batch, max_batch, k], ...]
     num_speculative_tokens_per_batch_size: tuple[tuple[int, int, int], ...] | None = None
+    #: synthetic acceptance (``space.speculative.acceptance``): "synthetic" with exactly one of a mean
+    #: acceptance length or per-position unconditional rates; the drafter runs, acceptance follows these
+    rejection_sample_method: str | None = None
+    synthetic_acceptance_length: float | None = None
+    synthetic_acceptance_rates: tuple[float, ...] | None = None
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """The mean acceptance length a synthetic profile sets (1 + the sum of the rates); None when
+        acceptance is the drafter's own (a measurement, not a projection)."""
+        if self.rejection_sample_method != "synthetic":
+            return None
+        if self.synthetic_acceptance_length is not None:
+            return float(self.synthetic_acceptance_length)
+        if self.synthetic_acceptance_rates is not None:
+            return 1.0 + float(sum(self.synthetic_acceptance_rates))
+        return None
 
     def as_json_dict(self) -> dict[str, Any]:
         """The ``--speculative-config`` payload: only the keys that are set."""
@@ -63,6 +80,8 @@ class SpeculativeConfig:
             d["num_speculative_tokens_per_batch_size"] = [
                 list(x) for x in d["num_speculative_tokens_per_batch_size"]
             ]
+        if "synthetic_acceptance_rates" in d:
+            d["synthetic_acceptance_rates"] = list(d["synthetic_acceptance_rates"])
         return d
 
     @classmethod
@@ -72,6 +91,8 @@ class SpeculativeConfig:
         sched = sd.get("num_speculative_tokens_per_batch_size")
         if sched is not None:
             sd["num_speculative_tokens_per_batch_size"] = tuple(tuple(x) for x in sched)
+        if sd.get("synthetic_acceptance_rates") is not None:
+            sd["synthetic_acceptance_rates"] = tuple(float(x) for x in sd["synthetic_acceptance_rates"])
         return cls(**sd)
 
 
@@ -145,6 +166,8 @@ class EngineConfig:
         parts = [f"{k}={v}" for k, v in self.as_dict().items() if v is not None and k != "speculative"]
         if self.speculative:
             parts.append(f"spec={self.speculative.method}/k{self.speculative.num_speculative_tokens}")
+            if self.speculative.acceptance_length is not None:
+                parts.append(f"projected_at_acceptance={self.speculative.acceptance_length:g}")
         return " ".join(parts) or "vLLM defaults"
 
     @property

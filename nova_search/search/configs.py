@@ -158,12 +158,22 @@ def sample(
         if method == "ngram":
             lookup_min = s.param("prompt_lookup_min", sp.prompt_lookup_min)
             lookup_max = s.param("prompt_lookup_max", sp.prompt_lookup_max)
+        synthetic: dict[str, Any] = {}
+        if (profile := sp.acceptance.get(method)) is not None:  # a projection (spec/acceptance.py)
+            drawn = None
+            if profile.lengths is not None:
+                drawn = s.param(
+                    "acceptance_length", FloatRange(low=profile.lengths.low, high=profile.lengths.high)
+                )
+                drawn = round(float(drawn), 2)
+            synthetic = profile.speculative_config(drawn)
         spec_cfg = SpeculativeConfig(
             method=method,
             num_speculative_tokens=int(k),
             model=sp.drafters.get(method),
             prompt_lookup_min=lookup_min,
             prompt_lookup_max=lookup_max,
+            **synthetic,  # type: ignore[arg-type]
         )
         config = config.with_values(speculative=spec_cfg)
         if method == "dflash" and (config.attention_backend is None or stage == "speculative"):

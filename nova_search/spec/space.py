@@ -23,6 +23,7 @@ from nova_search.spec._base import (
     StrParam,
     param_values,
 )
+from nova_search.spec.acceptance import AcceptanceProfile
 
 
 class SpeculativeSpace(StrictModel):
@@ -38,6 +39,9 @@ class SpeculativeSpace(StrictModel):
     prompt_lookup_max: IntParam | None = None
     #: drafter checkpoint (path or hub id) per method that needs one
     drafters: dict[str, str] = Field(default_factory=dict)
+    #: synthetic acceptance per method (spec/acceptance.py): {length}, {rates} or {lengths: {low, high}};
+    #: the drafter runs for real, acceptance follows the profile: its figures are projections
+    acceptance: dict[str, AcceptanceProfile] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self) -> SpeculativeSpace:
@@ -55,6 +59,15 @@ class SpeculativeSpace(StrictModel):
                 )
         if any(m != "none" for m in methods) and self.num_speculative_tokens is None:
             raise ValueError("num_speculative_tokens is required when a method other than none is listed")
+        for m, profile in self.acceptance.items():
+            if m == "none" or m not in methods:
+                raise ValueError(
+                    f"acceptance.{m}: not a drafter method this space lists ({', '.join(methods)})"
+                )
+            ks = [v for _, v in param_values(self.num_speculative_tokens)]  # type: ignore[arg-type]
+            problem = profile.k_problem([k for k in ks if isinstance(k, int)])
+            if problem:
+                raise ValueError(f"acceptance.{m}.{problem}")
         for name, low, high in (
             ("num_speculative_tokens", 1, 64),
             ("prompt_lookup_min", 1, 64),
