@@ -32,6 +32,9 @@ class PolicyRange:
     ci_low: float | None = None
     ci_high: float | None = None
     gain_level: int | None = None
+    #: "projected at acceptance L=2.6" when the range's drafter ran with synthetic acceptance
+    #: (analysis.projection): a projection, never a measured range of that drafter
+    projected: str | None = None
 
 
 def without_k(config: EngineConfig) -> EngineConfig:

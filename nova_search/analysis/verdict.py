@@ -28,10 +28,11 @@ Pure functions over small frozen records; no storage, no HTTP. The input is one 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import groupby
 from typing import Any, Literal
 
+from nova_search.analysis import projection
 from nova_search.analysis.noise import MIN_SAMPLES, compare
 from nova_search.analysis.schedule import PolicyRange, dynamic_schedule, without_k
 from nova_search.engine.config import EngineConfig
@@ -123,6 +124,8 @@ class LevelGain:
     note: str = ""
     #: judged on ABBA pairs against the tuned baseline (confirm), not on each side's own windows
     paired: bool = False
+    #: "projected at acceptance L=..." when the trial ran with synthetic acceptance
+    projected: str | None = None
 
     @property
     def verified(self) -> bool:
@@ -155,6 +158,9 @@ class DrafterVerdict:
     #: every run of consecutive measured levels where the method is verified better, lowest first
     #: (a method can win at both ends and lose between: [(1, 1), (256, 256)])
     verified_ranges: tuple[tuple[int, int], ...] = ()
+    #: "projected at acceptance L=..." when its trials ran with synthetic acceptance: every gain,
+    #: range and status of this verdict is a projection, not a measurement of the drafter
+    projected: str | None = None
 
 
 @dataclass(frozen=True)
@@ -209,6 +215,7 @@ def level_gain(
         n_candidate=c.n_b,
         note=c.note,
         paired=paired,
+        projected=projection.label(cand.config),
     )
 
 
@@ -236,6 +243,24 @@ def tradeoffs(tuned: Profile, cand: Profile, level: int) -> tuple[Tradeoff, ...]
 
 
 def drafter_verdict(
+    method: str,
+    tuned: Profile,
+    cands: Sequence[Profile],
+    levels: Sequence[int],
+    metric: str,
+    higher_is_better: bool,
+    confidence: float,
+) -> DrafterVerdict:
+    """One method's verdict against tuned. When its candidates ran with synthetic acceptance, the
+    verdict says so first: "projected at acceptance L=2.6: verified better ..." (a projection)."""
+    d = _drafter_verdict(method, tuned, cands, levels, metric, higher_is_better, confidence)
+    projected = projection.labels(c.config for c in cands)
+    if projected is None:
+        return d
+    return replace(d, projected=projected, reason=f"{projected}: {d.reason}")
+
+
+def _drafter_verdict(
     method: str,
     tuned: Profile,
     cands: Sequence[Profile],
@@ -364,6 +389,7 @@ def build_policy(
                 ci_low=top.ci_low,
                 ci_high=top.ci_high,
                 gain_level=top_level,
+                projected=projection.label(p.config),
             )
         )
         nxt = top_c + 1
@@ -456,8 +482,15 @@ def build_verdict(
             )
         else:
             notes.append("no drafter clears the bar on this workload: speculative decoding does not pay here")
+    if projected := [d for d in drafters if d.projected]:
+        notes.append(
+            projection.note(", ".join(f"{d.method} ({d.projected})" for d in projected))
+            + "; export leaves the synthetic profile out"
+        )
     policy = build_policy(tuned_p, drafters, by_key, levels)
     schedule, schedule_note = dynamic_schedule(policy, {key: p.config for key, p in by_key.items()})
+    if schedule is not None and (spec_labels := sorted({r.projected for r in policy if r.projected})):
+        schedule_note = f"{'; '.join(spec_labels)}: {schedule_note}"
     return Verdict(
         metric=metric,
         higher_is_better=higher_is_better,

@@ -262,6 +262,14 @@ def export_cmd(
     as_measured: Annotated[
         bool, typer.Option("--as-measured", help="Export the flags exactly as measured (dummy weights too).")
     ] = False,
+    keep_synthetic: Annotated[
+        bool,
+        typer.Option(
+            "--keep-synthetic-acceptance",
+            help="Keep a synthetic acceptance profile in --speculative-config (by default it is dropped: "
+            "its figures are projections, not a deployment).",
+        ),
+    ] = False,
     name: Annotated[str, typer.Option("--name", help="Service / Deployment name (compose, k8s).")] = "vllm",
     image: Annotated[
         str | None,
@@ -320,7 +328,12 @@ def export_cmd(
                 "configuration serves (its argv is in `nova-search dump`)"
             )
         launch = launch_of_trial(chosen, device=device_of(results))
-    ready = deployable(launch, model=model, as_measured=as_measured, device=device)
+    ready = deployable(
+        launch, model=model, as_measured=as_measured, device=device, keep_synthetic=keep_synthetic
+    )
+    for note in ready.notes:
+        if "synthetic acceptance" in note:
+            err_console.print(note, markup=False, highlight=False)
     emit(render(ready, fmt, name=name, image=image))
 
 

@@ -63,6 +63,12 @@ def check_host_cores(spec: StudySpec) -> None:
     is not here would fail every trial's pinning and spend the budget on FAILs."""
     for field, cores in (("engine.cpus", spec.engine.cpus), ("sweep.client_cpus", spec.sweep.client_cpus)):
         _cores_here(field, cores)
+    # a synthetic acceptance profile on an engine that cannot run it (vLLM's CPU build): refused here,
+    # before a server boots on it (spec/acceptance.py)
+    from nova_search.spec.acceptance import engine_refusal
+
+    if problem := engine_refusal(spec):
+        raise SpecError(problem)
 
 
 def _cores_here(field: str, cores: list[int] | tuple[int, ...] | None) -> None:

@@ -116,6 +116,12 @@ def trial_note_markdown(trial: TrialResult, objectives: Sequence[Objective] = ()
     ``objectives`` name the values of a COMPLETE trial."""
     parts = [f"## Trial {trial.key}: {trial.state} ({trial.role})"]
     facts = [f"**configuration:** {_cell(_config_label(trial)) or '–'}"]
+    if trial.projected:
+        facts.insert(
+            0,
+            f"**{trial.projected}:** the drafter ran with synthetic acceptance; every figure of this trial "
+            "is a projection at that acceptance, not a measurement of the drafter",
+        )
     if trial.values is not None and objectives:
         shown = ", ".join(
             f"{o.name} = {_cell(v)}" for o in objectives if (v := objective_of(trial, o)) is not None

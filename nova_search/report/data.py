@@ -287,7 +287,7 @@ def acceptance_table(results: StudyResults) -> list[AcceptanceRow]:
                 AcceptanceRow(
                     t.key,
                     t.role,
-                    spec.method,
+                    f"{spec.method} ({t.projected}: synthetic, as asked)" if t.projected else spec.method,
                     spec.num_speculative_tokens,
                     lv.concurrency,
                     lv.spec_acceptance_rate,
@@ -400,7 +400,9 @@ def speculative_rows(results: StudyResults, verdict: Verdict) -> list[Speculativ
                 tuned_tok_s=tok(tuned),
                 tuned_vs_stock_pct=pct_change(tok(tuned), tok(stock)),
                 spec_trial=g.trial if g else None,
-                spec_method=spec.method if spec else None,
+                spec_method=(f"{spec.method} ({spec.projected})" if spec.projected else spec.method)
+                if spec
+                else None,
                 spec_tok_s=tok(spec),
                 spec_vs_tuned_pct=pct_change(tok(spec), tok(tuned)),
                 ci_low=g.ci_low if g else None,

@@ -53,6 +53,7 @@ from nova_search.report.policy import (
     export_commands,
     header_lines,
     policy_rows,
+    projection_lines,
     tradeoff_rows,
 )
 
@@ -382,14 +383,17 @@ def verdict_section(data: ReportData) -> Section:
             "No speculative trial completed: no verdict on speculation (What to deploy says what to run)."
         )
         return _section(title, [_missing(missing)])
-    parts = [_p(line) for line in header_lines(v)]
+    projected = [d.projected for d in v.drafters if d.projected]
+    parts = [_p(line) for line in [*projection_lines(projected), *header_lines(v)]]
     parts.append(table(SPECULATIVE_HEADERS, speculative_rows(data), "speculative"))
     if v.drafters:
         parts += [Part("h3", text="Drafters"), table(DRAFTER_HEADERS, drafter_rows(v), "drafters")]
     for d in v.drafters:
         if d.tradeoffs:
             parts += [
-                Part("h3", text=f"Latency tradeoffs: {d.method}"),
+                Part(
+                    "h3", text=f"Latency tradeoffs: {d.method}" + (f" ({d.projected})" if d.projected else "")
+                ),
                 table(TRADEOFF_HEADERS, tradeoff_rows(d), "tradeoffs"),
             ]
     parts += [Part("h3", text="Deployment policy"), table(POLICY_HEADERS, policy_rows(v), "policy")]

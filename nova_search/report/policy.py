@@ -48,9 +48,30 @@ def drafter_rows(v: Verdict) -> list[list[str]]:
     for d in v.drafters:
         rng = ", ".join(f"{lo}–{hi}" for lo, hi in d.verified_ranges) or "–"
         rows.append(
-            [d.method, STATUS_TEXT[d.status], rng, "; ".join(_gain(g) for g in d.per_level) or "–", d.reason]
+            [
+                _projected(d.method, d.projected),
+                STATUS_TEXT[d.status],
+                rng,
+                "; ".join(_gain(g) for g in d.per_level) or "–",
+                d.reason,
+            ]
         )
     return rows
+
+
+def _projected(what: str, projected: str | None) -> str:
+    """``eagle3`` or ``eagle3 (projected at acceptance L=2.6)``: a projection says so wherever it shows."""
+    return f"{what} ({projected})" if projected else what
+
+
+def projection_lines(projected: list[str] | tuple[str, ...]) -> list[str]:
+    """The warning above every output that rests on synthetic acceptance."""
+    if not projected:
+        return []
+    return [
+        f"PROJECTED, not measured: {', '.join(dict.fromkeys(projected))} (synthetic acceptance: the "
+        "drafter's cost is real, its acceptance was chosen; export drops the profile)"
+    ]
 
 
 def tradeoff_rows(d: DrafterVerdict) -> list[list[str]]:
@@ -64,6 +85,7 @@ def policy_rows(v: Verdict) -> list[list[str]]:
     rows = []
     for r in v.policy:
         what = "tuned" if r.choice == "tuned" else f"{r.method} k={r.num_speculative_tokens}"
+        what = _projected(what, r.projected)
         ci = f" [{r.ci_low:+.1f}, {r.ci_high:+.1f}]" if r.ci_low is not None and r.ci_high is not None else ""
         # a range of several levels shows its largest gain, with that level's own interval and name
         at = f" at {r.gain_level}" if r.gain_level is not None and len(r.levels) > 1 else ""
@@ -85,13 +107,20 @@ POLICY_HEADERS = ["concurrency", "deploy", "trial", "gain vs tuned", "launch"]
 
 
 def verdict_markdown(v: Verdict) -> str:
-    parts = ["## Speculative verdict", "", *header_lines(v), ""]
+    projected = [d.projected for d in v.drafters if d.projected]
+    parts = [
+        "## Speculative verdict",
+        "",
+        *[f"**{x}**" for x in projection_lines(projected)],
+        *header_lines(v),
+        "",
+    ]
     if v.drafters:
         parts += [md_table(DRAFTER_HEADERS, drafter_rows(v), text=DRAFTER_HEADERS), ""]
     for d in v.drafters:
         if d.tradeoffs:
             parts += [
-                f"Latency tradeoffs of {d.method} ({STATUS_TEXT[d.status]}):",
+                f"Latency tradeoffs of {_projected(d.method, d.projected)} ({STATUS_TEXT[d.status]}):",
                 "",
                 md_table(TRADEOFF_HEADERS, tradeoff_rows(d), text=TRADEOFF_HEADERS),
                 "",
@@ -120,7 +149,8 @@ def verdict_json(v: Verdict, study: str) -> dict[str, Any]:
 def deploy_what(r: DeployRange) -> str:
     """What a range deploys, in words: ``tuned`` or ``ngram k=3``."""
     c = r.configuration
-    return "tuned" if c.choice == "tuned" else f"{c.method} k={c.num_speculative_tokens}"
+    what = "tuned" if c.choice == "tuned" else f"{c.method} k={c.num_speculative_tokens}"
+    return _projected(what, c.projected)
 
 
 def answer_heading(a: DeployAnswer) -> str:
@@ -163,7 +193,7 @@ def export_commands(a: DeployAnswer) -> list[tuple[str, str]]:
 
 def answer_lines(a: DeployAnswer) -> list[str]:
     """The answer as plain text lines (``status`` ends with them; ``policy`` starts with them)."""
-    lines = ["What to deploy: " + answer_heading(a)]
+    lines = ["What to deploy: " + answer_heading(a), *(f"  {x}" for x in projection_lines(a.projected))]
     if not a.ranges:
         return lines + [f"  nothing yet: {a.reason}"]
     for r, row in zip(a.ranges, answer_rows(a), strict=True):
@@ -182,6 +212,7 @@ def answer_lines(a: DeployAnswer) -> list[str]:
 def answer_markdown(a: DeployAnswer) -> str:
     """The answer as the study note's first section."""
     parts = ["## What to deploy", "", answer_heading(a) + ".", ""]
+    parts += [f"**{x}**\n" for x in projection_lines(a.projected)]
     if not a.ranges:
         return "\n".join([*parts, f"Nothing yet: {a.reason}", ""])
     parts += [md_table(ANSWER_HEADERS, answer_rows(a), text=ANSWER_HEADERS), ""]

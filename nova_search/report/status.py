@@ -92,6 +92,8 @@ class BestSoFar:
     gpus: int = 1
     #: ``value`` per GPU, for a throughput (PER_GPU_METRICS); None for any other metric
     per_gpu: float | None = None
+    #: "projected at acceptance L=2.6" when the trial ran with synthetic acceptance (a projection)
+    projected: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,7 @@ def study_status(
         if top and top[0].values is not None and o.index is not None:
             t, value = top[0], top[0].values[o.index]
             per_gpu = value / t.gpus if o.metric in PER_GPU_METRICS else None
-            best.append(BestSoFar(o.name, o.direction, value, t.key, t.gpus, per_gpu))
+            best.append(BestSoFar(o.name, o.direction, value, t.key, t.gpus, per_gpu, t.projected))
     tuned = tuned_baseline(results)
 
     durations = [
@@ -237,6 +239,12 @@ def study_status(
         notes.append(f"trial {t.key} {t.reason}: {t.message}")
     if len(stopped) > 5:
         notes.append(f"... and {len(stopped) - 5} more trials stopped early (see the report)")
+    if projected := [t for t in results.complete() if t.projected]:
+        notes.append(
+            "trials "
+            + ", ".join(f"{t.key} ({t.projected})" for t in projected)
+            + " ran with synthetic acceptance: their figures are projections, not measurements of the drafter"
+        )
     for t in results.complete():
         if t.client_bound_levels:
             notes.append(
@@ -295,7 +303,10 @@ def status_lines(st: StudyStatus, now: datetime | None = None) -> list[str]:
             gpus = f", {b.gpus} GPUs" if b.gpus > 1 else ""
             # per GPU only where it differs from per server: a server of several GPUs
             per_gpu = f"; {b.per_gpu:.4g} per GPU" if b.per_gpu is not None and b.gpus > 1 else ""
-            lines.append(f"  {b.objective} ({arrow}): {b.value:.4g} (trial {b.trial_number}{gpus}{per_gpu})")
+            proj = f", {b.projected}" if b.projected else ""
+            lines.append(
+                f"  {b.objective} ({arrow}): {b.value:.4g} (trial {b.trial_number}{gpus}{per_gpu}{proj})"
+            )
     else:
         lines.append("best so far: no feasible COMPLETE trial yet")
     lines.append(f"tuned baseline: trial {st.tuned}" if st.tuned else "tuned baseline: none yet")

@@ -40,6 +40,7 @@ from optuna.storages import RDBStorage
 from pydantic import BaseModel, ConfigDict
 
 from nova_search import __version__
+from nova_search.analysis import projection
 from nova_search.analysis.noise import MIN_SAMPLES
 from nova_search.analysis.schedule import PolicyRange
 from nova_search.analysis.verdict import DrafterVerdict, LevelGain, Verdict
@@ -95,6 +96,8 @@ class LevelEvidence(_Record):
     candidate_windows_needed: int
     #: judged on ABBA pairs against the tuned baseline (confirm)
     paired: bool
+    #: "projected at acceptance L=2.6": the candidate ran with synthetic acceptance (a projection)
+    projected: str | None = None
 
 
 class Evidence(_Record):
@@ -120,6 +123,9 @@ class Configuration(_Record):
     num_speculative_tokens: int | None
     #: the knobs that are set, one line (``EngineConfig.label``)
     label: str
+    #: "projected at acceptance L=2.6": measured with synthetic acceptance, a projection and not a
+    #: measurement of the drafter (``export`` drops the profile)
+    projected: str | None = None
     gpus: int
     engine_version: str | None
     device: str | None
@@ -142,6 +148,8 @@ class DeployRange(_Record):
     ci_low: float | None = None
     ci_high: float | None = None
     gain_level: int | None = None
+    #: "projected at acceptance L=2.6" when the range's figures are a projection
+    projected: str | None = None
     evidence: Evidence
     export: Command
 
@@ -171,6 +179,8 @@ class DeployAnswer(_Record):
     notes: tuple[str, ...] = ()
     #: why there are no ranges (None when there are)
     reason: str | None = None
+    #: the projections the answer rests on ("projected at acceptance L=2.6"); empty: all measured
+    projected: tuple[str, ...] = ()
 
     def range_at(self, concurrency: int) -> DeployRange | None:
         """The range that serves ``concurrency``."""
@@ -219,6 +229,7 @@ def _level_evidence(d: DrafterVerdict, g: LevelGain) -> LevelEvidence:
         tuned_windows_needed=max(MIN_SAMPLES - g.n_tuned, 0),
         candidate_windows_needed=max(MIN_SAMPLES - g.n_candidate, 0),
         paired=g.paired,
+        projected=g.projected,
     )
 
 
@@ -245,6 +256,8 @@ def evidence_of(r: PolicyRange, verdict: Verdict) -> Evidence:
             f"{r.method} k={r.num_speculative_tokens} (trial {r.trial}) verified better than tuned "
             f"(trial {verdict.tuned}) at concurrency {at}: {_pct(r.gain_pct)}{ci} at {r.gain_level}"
         )
+        if r.projected:
+            text = f"{r.projected}: {text} (a projection, not a measurement of the drafter)"
         return Evidence(status="verified", text=text, levels=levels, windows_needed=0)
     if not verdict.drafters:
         return Evidence(
@@ -293,6 +306,8 @@ def evidence_of(r: PolicyRange, verdict: Verdict) -> Evidence:
         f"{', '.join(d.method for d in judged)} measured here with enough windows and never verified better "
         f"than tuned{loss}" + kept_out
     )
+    if projected := [f"{d.method} {d.projected}" for d in judged if d.projected]:
+        text += f" ({'; '.join(projected)}: a projection, not a measurement of the drafter)"
     return Evidence(status="rejected", text=text, levels=levels)
 
 
@@ -307,6 +322,7 @@ def _configuration(results: StudyResults, r: PolicyRange) -> Configuration:
         method=r.method,
         num_speculative_tokens=r.num_speculative_tokens,
         label=t.config.label() if t.config else "vLLM defaults",
+        projected=projection.label(t.config),
         gpus=t.gpus,
         engine_version=t.engine_version,
         device=t.device_name,
@@ -389,6 +405,7 @@ def deploy_answer(results: StudyResults, verdict: Verdict | None = None) -> Depl
                 ci_low=r.ci_low,
                 ci_high=r.ci_high,
                 gain_level=r.gain_level,
+                projected=r.projected,
                 evidence=evidence_of(r, verdict),
                 export=_export_command(results, r.min_concurrency if switches else None),
             )
@@ -411,6 +428,7 @@ def deploy_answer(results: StudyResults, verdict: Verdict | None = None) -> Depl
         vllm_version=_one(r.configuration.engine_version for r in ranges),
         device=_one(r.configuration.device for r in ranges),
         notes=verdict.notes,
+        projected=tuple(dict.fromkeys(r.projected for r in verdict.policy if r.projected)),
     )
 
 

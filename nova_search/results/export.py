@@ -235,8 +235,49 @@ def launch_of_policy(results: StudyResults, verdict: Verdict, concurrency: int |
     )
 
 
+#: the ``--speculative-config`` keys of a synthetic acceptance profile (spec/acceptance.py)
+SYNTHETIC_KEYS = ("rejection_sample_method", "synthetic_acceptance_length", "synthetic_acceptance_rates")
+
+
+def without_synthetic(flags: list[str]) -> tuple[list[str], str | None]:
+    """``flags`` with a synthetic acceptance profile taken out of ``--speculative-config``, and the note
+    that says so (None when there was none). Synthetic acceptance is a projection: deployed, the
+    drafter's real acceptance is what it is, and a server with the profile would serve outputs whose
+    acceptance ignores the drafter."""
+    payload = _value(flags, "--speculative-config")
+    if not payload:
+        return flags, None
+    try:
+        spec = json.loads(payload)
+    except ValueError:
+        return flags, None
+    if not isinstance(spec, dict) or spec.get("rejection_sample_method") != "synthetic":
+        return flags, None
+    length = spec.get("synthetic_acceptance_length")
+    rates = spec.get("synthetic_acceptance_rates")
+    asked = f"length {length}" if length is not None else f"rates {rates}"
+    for k in SYNTHETIC_KEYS:
+        spec.pop(k, None)
+    out = [
+        *_without(flags, "--speculative-config"),
+        "--speculative-config",
+        json.dumps(spec, separators=(",", ":")),
+    ]
+    note = (
+        f"synthetic acceptance ({asked}) dropped: the study's figures for this drafter are projected at "
+        "that acceptance, not measured; the export runs the drafter with its real acceptance (measure it "
+        "before relying on the gain; --keep-synthetic-acceptance keeps the profile)"
+    )
+    return out, note
+
+
 def deployable(
-    launch: Launch, *, model: str | None = None, as_measured: bool = False, device: str | None = None
+    launch: Launch,
+    *,
+    model: str | None = None,
+    as_measured: bool = False,
+    device: str | None = None,
+    keep_synthetic: bool = False,
 ) -> Launch:
     """The launch made safe to deploy on ``device`` (default: the one it was measured on; see the
     module docstring). Raises SpecError naming ``--device`` when the target device is not the measured
@@ -252,6 +293,17 @@ def deployable(
         )
     flags = list(launch.flags)
     notes = list(launch.notes)
+    if keep_synthetic:
+        if without_synthetic(flags)[1] is not None:
+            notes.append(
+                "WARNING: synthetic acceptance kept (--keep-synthetic-acceptance): acceptance follows the "
+                "profile, not the drafter; a benchmark launch, not a deployment"
+            )
+    else:
+        flags, dropped = without_synthetic(flags)
+        if dropped:
+            notes.append(dropped)
+    launch = replace(launch, flags=tuple(flags))
     target = device or launch.device or "cuda"
     if launch.device is None:
         notes.append(

@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from nova_search import __version__
+from nova_search.analysis import projection
 from nova_search.analysis.verdict import DrafterVerdict, LevelGain, Tradeoff, Verdict
 from nova_search.engine.config import KNOBS
 from nova_search.measure.metrics import METRIC_NAMES, LevelResult
@@ -85,6 +86,9 @@ class TrialSummary(_Output):
     engine_version: str | None
     #: levels where the load generator may have set the figures (its CPU was the bottleneck)
     client_bound_levels: list[int]
+    #: "projected at acceptance L=2.6": the drafter ran with synthetic acceptance, so every figure of
+    #: this trial is a projection at that acceptance, not a measurement of the drafter; null: measured
+    projected: str | None = None
 
 
 class Worker(_Output):
@@ -200,6 +204,7 @@ def trial_summary(trial: TrialResult, objectives: Sequence[Objective] = ()) -> T
         deployable_argv=list(trial.deployable_argv),
         engine_version=trial.engine_version,
         client_bound_levels=list(trial.client_bound_levels),
+        projected=projection.label(trial.config),
     )
 
 
@@ -291,6 +296,8 @@ class DrafterRecord(_Output):
     reason: str
     #: every run of consecutive measured levels where it is verified better, lowest first
     verified_ranges: list[ConcurrencyRange]
+    #: "projected at acceptance L=..." when its trials ran with synthetic acceptance (a projection)
+    projected: str | None = None
 
 
 class PolicyRangeRecord(_Output):
@@ -310,6 +317,8 @@ class PolicyRangeRecord(_Output):
     ci_low: float | None = None
     ci_high: float | None = None
     gain_level: int | None = None
+    #: "projected at acceptance L=..." when the range's drafter ran with synthetic acceptance
+    projected: str | None = None
 
 
 class PolicyOutput(DeployAnswer):
@@ -339,6 +348,7 @@ def _drafter(d: DrafterVerdict) -> DrafterRecord:
         tradeoffs=list(d.tradeoffs),
         reason=d.reason,
         verified_ranges=[_range(r) for r in d.verified_ranges],
+        projected=d.projected,
     )
 
 
@@ -358,7 +368,18 @@ def policy_dict(answer: DeployAnswer, verdict: Verdict) -> dict[str, Any]:
     return policy_output(answer, verdict).model_dump(mode="json")
 
 
-CSV_TRIAL_COLUMNS = ("study", "key", "number", "stage", "state", "role", "feasible", "spec_method", "spec_k")
+CSV_TRIAL_COLUMNS = (
+    "study",
+    "key",
+    "number",
+    "stage",
+    "state",
+    "role",
+    "feasible",
+    "spec_method",
+    "spec_k",
+    "projected",
+)
 CSV_COLUMNS: tuple[str, ...] = (
     *CSV_TRIAL_COLUMNS,
     *(k.name for k in KNOBS if k.kind != "json"),
@@ -383,6 +404,7 @@ def csv_rows(results: StudyResults) -> list[dict[str, Any]]:
             "feasible": t.feasible,
             "spec_method": spec.method if spec else "none",
             "spec_k": spec.num_speculative_tokens if spec else None,
+            "projected": projection.label(spec),
             **{k.name: config.get(k.name) for k in KNOBS if k.kind != "json"},
         }
         for lv in t.levels:

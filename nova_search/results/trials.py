@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from nova_search.analysis import projection
 from nova_search.engine.command import deployable_argv
 from nova_search.engine.config import EngineConfig
 from nova_search.measure.metrics import LevelResult
@@ -86,6 +87,12 @@ class TrialResult:
         """The drafter's method, ``none`` without one."""
         spec = self.config.speculative if self.config else None
         return spec.method if spec else "none"
+
+    @property
+    def projected(self) -> str | None:
+        """``projected at acceptance L=2.6`` when the drafter ran with synthetic acceptance: every figure
+        of this trial is then a projection, not a measurement of that drafter (``analysis.projection``)."""
+        return projection.label(self.config)
 
     @property
     def is_stock(self) -> bool:

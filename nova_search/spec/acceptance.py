@@ -19,14 +19,14 @@ with a profile is refused before any server boots on it (``engine_refusal``).
 from __future__ import annotations
 
 import subprocess
-from typing import TYPE_CHECKING
+from typing import Any
 
 from pydantic import Field, model_validator
 
 from nova_search.spec._base import StrictModel
 
-if TYPE_CHECKING:
-    from nova_search.spec.study import StudySpec
+#: a ``spec.study.StudySpec`` (not imported: the study imports this module)
+StudySpec = Any
 
 #: the most speculative tokens a spec may ask for (``num_speculative_tokens``), so the most L can be
 MAX_LENGTH = 65.0

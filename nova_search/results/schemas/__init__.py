@@ -61,6 +61,8 @@ class StatusBest(_Output):
     gpus: int
     #: a throughput objective per GPU the server held; null for other metrics
     per_gpu: float | None
+    #: "projected at acceptance L=2.6" when the trial ran with synthetic acceptance (a projection)
+    projected: str | None = None
 
 
 class GpuHeld(_Output):
