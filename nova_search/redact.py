@@ -31,6 +31,8 @@ REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://([^/?#@\s]+)@")
 #: a query or form parameter: ``?name=value`` / ``&name=value`` / ``;name=value``
 _PARAM = re.compile(r"[?&;]([A-Za-z0-9_.-]+)=([^&;#\s]*)")
+#: ``NAME=value``, as ``env`` and ``docker run -e`` take it
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 #: vLLM flags whose value is a secret (normalised: ``--`` and dashes)
 SECRET_FLAGS = ("--api-key", "--hf-token")
 #: control characters: C0, DEL, C1, and the line and paragraph separators YAML takes for line breaks
@@ -61,6 +63,16 @@ def url_secrets(value: str) -> list[str]:
     return out
 
 
+def word_secrets(word: str) -> list[str]:
+    """The literal secrets of one command word: its URL secrets, and the value of a ``NAME=value``
+    whose name says it holds a secret (``docker run -e HF_TOKEN=...``)."""
+    out = url_secrets(word)
+    m = _ASSIGNMENT.fullmatch(word)
+    if m and secret_name(m.group(1)) and _literal(m.group(2)):
+        out.append(m.group(2))
+    return out
+
+
 def normalise_flag(arg: str) -> str:
     """A vLLM flag as vLLM reads its name: ``--api_key=x`` -> ``--api-key`` (``_`` is ``-`` in the name,
     up to the first ``.``, as vLLM's FlexibleArgumentParser reads it); not a ``--`` flag: unchanged."""
@@ -88,7 +100,7 @@ def argv_secrets(argv: Iterable[str]) -> list[str]:
     args = list(argv)
     out = []
     for i, a in enumerate(args):
-        out += url_secrets(a)
+        out += word_secrets(a)
         if secret_flag(a) is None:
             continue
         if "=" in a:
@@ -129,6 +141,9 @@ def mask_argv(argv: Iterable[str]) -> list[str]:
             a = a.split("=", 1)[0] + "=***"
         elif secret_flag(before) is not None and "=" not in before and not a.startswith("-"):
             a = "***"
+        m = _ASSIGNMENT.fullmatch(a)
+        if m and secret_name(m.group(1)) and _literal(m.group(2)):
+            a = f"{m.group(1)}=***"
         out.append(mask_urls(a))
     return out
 

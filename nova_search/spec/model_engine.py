@@ -33,6 +33,12 @@ class ModelSpec(StrictModel):
             problem = _control_problem(field, getattr(self, field))
             if problem:
                 raise ValueError(problem)
+        if redact.url_secrets(self.path):
+            raise ValueError(
+                "path holds a URL with a password or a secret query parameter, which would be stored with "
+                "the study and shown in ps and exports: give the credentials to the server through "
+                "engine.env ('NAME: ${NAME}', set in each worker's environment)"
+            )
         return self
 
 
@@ -131,6 +137,13 @@ class EngineSpec(StrictModel):
             problem = _control_problem(field, value)
             if problem:
                 raise ValueError(problem)
+        for i, word in enumerate(self.command or ()):
+            if redact.word_secrets(word):
+                raise ValueError(
+                    f"command.{i}: a URL with a password, a secret query parameter or a NAME=secret "
+                    "(docker run -e HF_TOKEN=...), which would be stored with the study and shown in ps: "
+                    "set it in engine.env as 'NAME: ${NAME}' (or pass the name alone, -e NAME, to docker)"
+                )
         problem = extra_args_problem(self.extra_args)
         if problem:
             raise ValueError(problem)
@@ -170,12 +183,12 @@ def extra_args_problem(args: list[str]) -> str | None:
                 "'${HF_TOKEN}' (vLLM reads HF_TOKEN from its environment), with HF_TOKEN in each "
                 "worker's environment"
             )
-        if redact.url_secrets(arg):
+        if redact.word_secrets(arg):
             return (
-                f"extra_args.{i}: a URL with a password (or a token as its user name) or a secret query "
-                "parameter, which would be stored with the study and shown in ps: give it to the server "
-                "through engine.env instead ('NAME: ${NAME}', NAME set in each worker's environment), "
-                "where vLLM reads it from its environment"
+                f"extra_args.{i}: a URL with a password (or a token as its user name), a secret query "
+                "parameter or a NAME=secret, which would be stored with the study and shown in ps: give "
+                "it to the server through engine.env instead ('NAME: ${NAME}', NAME set in each worker's "
+                "environment), where vLLM reads it from its environment"
             )
     return None
 

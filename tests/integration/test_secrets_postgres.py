@@ -344,6 +344,13 @@ HOSTILE: list[tuple[str, dict[str, Any] | list[str], str]] = [
     ("host-newline", {"engine.host": "127.0.0.1\n"}, "host holds a control character"),
     ("command-newline", {"engine.command": ["vllm\ntouch X", "serve"]}, "command.0 holds a control"),
     ("set-path-newline", ['model.path="./m\\ntouch INJECTED"'], "path holds a control character"),
+    ("assign-in-arg", _extra("--x", f"AWS_SECRET_ACCESS_KEY={PLANTED}"), "extra_args.1: a URL"),
+    (
+        "command-docker-e",
+        {"engine.command": ["docker", "run", "-e", f"HF_TOKEN={PLANTED}", "i"]},
+        "command.3: a URL",
+    ),
+    ("path-url-secret", {"model.path": f"s3://AKIA:{PLANTED}@bucket/m"}, "path holds a URL with a password"),
 ]
 
 
@@ -387,7 +394,7 @@ def _hostile(tmp_path: Path, row: tuple[str, dict[str, Any] | list[str], str]) -
 
 @pytest.mark.serial  # it bounds how long a refusal takes
 def test_hostile_secrets_and_line_breaks_are_refused_at_create_fast_writing_nothing(tmp_path: Path) -> None:
-    """37 hostile inputs of this family (secrets in the spec, the guard's spellings, line breaks in
+    """40 hostile inputs of this family (secrets in the spec, the guard's spellings, line breaks in
     paths and names), through the real command line, 4 at a time."""
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda row: _hostile(tmp_path, row), HOSTILE))

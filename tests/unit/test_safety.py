@@ -162,6 +162,7 @@ def test_the_extra_args_guard_reads_flags_as_vllm_does(args, flag):
         ["--hf-tok", "hf_planted"],
         ["--otlp-traces-endpoint", "https://user:hf_planted@otel.example"],
         ["--kv-transfer-config", '{"url": "http://h/x?token=hf_planted"}'],
+        ["--x", "AWS_SECRET_ACCESS_KEY=hf_planted"],
     ],
 )
 def test_a_secret_in_extra_args_is_refused_without_being_echoed(args):
@@ -218,28 +219,12 @@ def test_references_and_plain_values_in_engine_env_pass(key, value):
 
 
 def test_a_stored_argv_shows_no_secret_flag_value():
-    argv = [
-        "vllm",
-        "serve",
-        "/m",
-        "--hf_token",
-        "hf_x",
-        "--api-key=k",
-        "--hf-token",
-        "--host",
-        "h",
-        "--port",
-        "1",
-    ]
+    argv = ["vllm", "serve", "/m", "--hf_token", "hf_x", "--api-key=k", "HF_TOKEN=hf_y", "X=${Y}"]
+    argv += ["--u", "http://a:pw@h", "--hf-token", "--host", "h", "--port", "1"]
     assert deployable_argv(argv) == [
-        "vllm",
-        "serve",
-        "/m",
-        "--hf_token",
-        "***",
-        "--api-key=***",
-        "--hf-token",
-    ]
+        "vllm", "serve", "/m", "--hf_token", "***", "--api-key=***", "HF_TOKEN=***", "X=${Y}",
+        "--u", "http://a:***@h", "--hf-token",
+    ]  # fmt: skip
 
 
 def test_one_line_escapes_every_line_break():
@@ -270,3 +255,22 @@ def test_a_tail_read_while_the_server_runs_masks_a_key(tmp_path):
     log.write_text(f"non-default args: {{'api_key': ['{key}']}}\nsha256 {'a' * 64}\n")
     text = tail(log)
     assert key not in text and "*" * 48 in text and "a" * 64 in text
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("command", ["docker", "run", "-e", "HF_TOKEN=hf_planted", "img"], "engine: command.3: a URL"),
+        ("command", ["vllm", "serve", "--download-dir", "s3://k:hf_planted@b"], "engine: command.3"),
+        ("path", "s3://AKIA:hf_planted@bucket/m", "model: path holds a URL with a password"),
+    ],
+)
+def test_a_secret_in_the_command_or_the_model_path_is_refused_without_being_echoed(field, value, says):
+    raw = minimal_spec_dict()
+    raw["engine" if field == "command" else "model"][field] = value
+    with pytest.raises(SpecError, match=says) as e:
+        parse_spec(raw)
+    assert "hf_planted" not in str(e.value)
+    raw["engine"]["command"] = ["docker", "run", "-e", "HF_TOKEN", "img"]  # the name alone: allowed
+    raw["model"]["path"] = "s3://bucket/m"
+    assert parse_spec(raw).engine.command == ["docker", "run", "-e", "HF_TOKEN", "img"]
