@@ -9,10 +9,19 @@ refused almost everywhere cannot keep a worker drawing forever, the budget is al
 refused trials reach ``refused_limit(budget)``.
 
 ``StorageLock(engine, name)`` serialises a critical section across processes and hosts that share
-the storage: a PostgreSQL advisory lock (session level, keyed by a hash of ``name``), filelock's
+the storage: a PostgreSQL advisory lock (keyed by a hash of ``name``), filelock's
 ``FileLock`` (an exclusive ``flock``) on a file beside a SQLite database, a process-local lock for an
 in-memory SQLite database (no other process can see it). Any other dialect is refused with a clear
 error rather than left unlocked, since an unlocked budget overshoots under concurrent workers.
+
+On PostgreSQL the lock is a transaction-level advisory lock (``pg_try_advisory_xact_lock``) in a
+transaction held open on a connection of its own for the section: COMMIT (or the connection's end:
+a killed worker, a cut network) releases it, and it works through PgBouncer in transaction mode,
+which pins a server connection for the length of a transaction. A worker that does not get the lock
+at once does not queue for it on an open connection: it closes its connection and tries again after
+a short jittered wait (``LOCK_FIRST_WAIT_S`` doubling to ``LOCK_MAX_WAIT_S``), so 200 workers waiting
+for the lock hold no connection between tries (a blocking ``pg_advisory_lock`` held one each: at
+200 workers, twice PostgreSQL's default ``max_connections``).
 
 The file lock keeps its file (``preserve_lock_file``): a worker of an older nova, which opens the
 same path, then locks the same file; and it never falls back to a lock file whose removal is the
@@ -23,7 +32,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import threading
+import time
 from typing import Any
 
 from filelock import FileLock
@@ -40,6 +51,10 @@ LOCKABLE = ("postgresql", "sqlite")
 _local_locks: dict[str, threading.Lock] = {}
 _local_guard = threading.Lock()
 
+
+#: a worker that did not get the PostgreSQL lock tries again after this, doubling up to LOCK_MAX_WAIT_S
+LOCK_FIRST_WAIT_S = 0.01
+LOCK_MAX_WAIT_S = 0.5
 
 #: the reason (``schema.REASON``) of a trial whose configuration was refused before launch
 REFUSED_REASON = "incompatible"
@@ -101,13 +116,7 @@ class StorageLock:
 
     def __enter__(self) -> StorageLock:
         if self.dialect == "postgresql":
-            conn = self.engine.connect()
-            try:
-                conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": self.key})
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            self._conn = self._take_pg()
         elif self.path:
             folder = os.path.dirname(os.path.abspath(self.path))
             if not os.path.isdir(folder):  # filelock would create it: a mistyped path must not
@@ -121,13 +130,29 @@ class StorageLock:
             self._local.acquire()
         return self
 
+    def _take_pg(self) -> Any:
+        """A connection in a transaction that holds the lock; tried again, holding nothing between
+        tries, until it is free (see the module docstring)."""
+        wait = LOCK_FIRST_WAIT_S
+        while True:
+            conn = self.engine.connect()
+            try:
+                if conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": self.key}).scalar_one():
+                    return conn
+                conn.rollback()
+            except BaseException:
+                conn.close()
+                raise
+            conn.close()
+            time.sleep(wait * random.uniform(0.5, 1.0))  # noqa: S311 - spreading waits, not a secret
+            wait = min(wait * 2, LOCK_MAX_WAIT_S)
+
     def __exit__(self, *exc: object) -> None:
         if self._conn is not None:
             conn, self._conn = self._conn, None
             try:
-                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
-                conn.commit()
-            except Exception:  # noqa: BLE001 - a lost connection released its session lock already
+                conn.commit()  # ends the transaction, and with it the lock
+            except Exception:  # noqa: BLE001 - a lost connection's transaction, and lock, ended with it
                 pass
             finally:
                 conn.close()

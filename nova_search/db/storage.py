@@ -6,7 +6,8 @@
 - ``open_storage(url, read_only=True)``: for readers. Never creates a table (a mistyped SQLite path
   is an error, not a new empty database).
 
-``pool_pre_ping`` on database servers (Optuna only sets it for MySQL), a 60 s lock wait on SQLite.
+On a database server no idle connection is kept (``connections``: a connection per transaction, or a
+bounded pool with NOVA_DB_POOL_SIZE), a 60 s lock wait on SQLite.
 Every failure leaves as ``StorageError`` with the URL masked.
 """
 
@@ -19,7 +20,8 @@ from pathlib import Path
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-from nova_search.db._url import engine_kwargs, mask, parse, sqlite_path
+from nova_search.db._url import mask, parse, sqlite_path
+from nova_search.db.connections import server_engine_kwargs, track
 from nova_search.db.failures import storage_errors
 from nova_search.db.retry import retrying
 from nova_search.errors import StorageError
@@ -49,7 +51,7 @@ def open_storage(
         if path is not None and not Path(path).exists():
             raise StorageError(f"cannot open storage {mask(url)}: no such database file {path!r}")
     interval, grace = heartbeat_settings()
-    kwargs: dict[str, object] = {"engine_kwargs": engine_kwargs(parsed)}
+    kwargs: dict[str, object] = {"engine_kwargs": server_engine_kwargs(parsed)}
 
     def build() -> RDBStorage:
         with warnings.catch_warnings():
@@ -62,7 +64,9 @@ def open_storage(
                     grace_period=grace_period or grace,
                     heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=1),
                 )
-            return RDBStorage(url, **kwargs)  # type: ignore[arg-type]
+            storage = RDBStorage(url, **kwargs)  # type: ignore[arg-type]
+            track(storage.engine)
+            return storage
 
     with storage_errors(url, "open storage"):
         return retrying(build, retry_s, "open storage", url=url)

@@ -19,7 +19,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from nova_search.db._url import mask, open_engine
+from nova_search.db._url import mask, open_engine, parse
+from nova_search.db.connections import server_engine_kwargs, track
 from nova_search.db.failures import storage_error
 from nova_search.db.migrate import VERSION_TABLE, head_revision
 from nova_search.db.retry import retrying
@@ -42,7 +43,7 @@ class LevelStore:
         self.url = url
         self.retry_window_s = retry_window_s
         self._masked = mask(url)
-        self._engine = open_engine(url)
+        self._engine = track(open_engine(url, **server_engine_kwargs(parse(url))))
 
     # --- lifecycle ---
 

@@ -1,5 +1,7 @@
 """``db.retrying`` on tenacity: which errors are retried, the backoff and its window, the one warning
-per outage, and the final one-line error; on a fake clock, so the waits are exact."""
+per outage, and the final one-line error; on a fake clock, so the waits are exact (the jitter is
+switched off except in the test of the jitter). A connection refused for good (bad password, no such
+database or role) is not retried; nothing pooled is kept across a wait."""
 
 from __future__ import annotations
 
@@ -10,13 +12,14 @@ import optuna
 import pytest
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from nova_search.db import retrying, storage_error
+from nova_search.db import retry, retrying, storage_error
 from nova_search.errors import StorageError
 
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Every wait ``retrying`` makes, in order; the clock moves by the wait and nothing sleeps."""
+    monkeypatch.setattr(retry, "_spread", lambda s: s)
     now = [1000.0]
     waits: list[float] = []
 
@@ -137,3 +140,93 @@ def test_fatal_turns_an_error_into_a_final_one_that_is_not_retried(clock):
 
     assert retrying(cut_once, 10, "write x", fatal=fatal) == "ok" and clock == [0.25]
     assert len(seen) == 2
+
+
+def test_waits_are_spread_so_workers_refused_together_come_back_apart(monkeypatch):
+    waits: list[float] = []
+    monkeypatch.setattr(time, "sleep", waits.append)
+
+    def down() -> None:
+        raise lost()
+
+    runs = []
+    for _ in range(2):
+        waits.clear()
+        with pytest.raises(StorageError):
+            retrying(down, 0.5, "read x")  # the window ends before the waits reach it
+        runs.append(list(waits))
+    assert all(0.125 <= w <= 0.25 for w in (runs[0][0], runs[1][0]))
+    assert runs[0] != runs[1]
+
+
+def refused(message: str) -> OperationalError:
+    """What SQLAlchemy raises when psycopg's connection is refused with ``message``."""
+    return OperationalError(
+        None, None, Exception(f'connection to server at "db", port 5432 failed: {message}')
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        (
+            'FATAL:  password authentication failed for user "nova"',
+            'password authentication failed for user "nova"',
+        ),
+        ('FATAL:  database "novva" does not exist', 'the database "novva" does not exist on the server'),
+        ('FATAL:  role "nvoa" does not exist', 'the role "nvoa" does not exist on the server'),
+        (
+            'FATAL:  no pg_hba.conf entry for host "10.0.0.9", user "nova", database "nova", no encryption',
+            "pg_hba.conf lets no connection in from host",
+        ),
+    ],
+)
+def test_a_connection_refused_for_good_is_not_retried_and_says_what_is_wrong(clock, message, said):
+    calls = {"n": 0}
+
+    def refuse() -> None:
+        calls["n"] += 1
+        raise optuna.exceptions.StorageInternalError("wrapped") from refused(message)
+
+    with pytest.raises(optuna.exceptions.StorageInternalError) as e:
+        retrying(refuse, 300, "open storage", url="postgresql://nova:s3cr3t-pw@db/nova")
+    assert calls["n"] == 1 and clock == []
+    error = storage_error("postgresql://nova:s3cr3t-pw@db/nova", "open storage", e.value)
+    assert said in str(error) and "s3cr3t-pw" not in str(error) and not error.transient
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "FATAL:  sorry, too many clients already",
+        "FATAL:  remaining connection slots are reserved for roles with the SUPERUSER attribute",
+        "FATAL:  the database system is starting up",
+        "FATAL:  terminating connection due to administrator command",
+        "Connection refused",
+    ],
+)
+def test_a_full_or_restarting_server_is_retried(clock, message):
+    calls = {"n": 0}
+
+    def full_twice() -> str:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            raise refused(message)
+        return "ok"
+
+    assert retrying(full_twice, 60, "ask for a trial in") == "ok" and clock == [0.25, 0.5]
+
+
+def test_every_pooled_connection_is_closed_before_each_wait(clock, monkeypatch):
+    released: list[int] = []
+    monkeypatch.setattr(retry, "release", lambda: released.append(len(clock)))
+    calls = {"n": 0}
+
+    def full_twice() -> str:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            raise refused("FATAL:  sorry, too many clients already")
+        return "ok"
+
+    assert retrying(full_twice, 60, "ask for a trial in") == "ok"
+    assert released == [0, 1]  # before the first wait, and before the second

@@ -1,0 +1,82 @@
+"""Connections on a small PostgreSQL (issue 40, finding 4): workers give their connections back while
+they wait, so more workers than the server has connections for still run their budget; a connection
+refused for good (bad password, no such database, no such role) ends the worker at once, exit 5,
+naming what is wrong. Each test starts a throwaway server (benchmarks/fleet_pg.py), never the shared
+one, whose settings must not change."""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from sqlalchemy.engine import make_url
+
+from benchmarks.fleet_pg import throwaway_server
+from benchmarks.harness.pg import SHARED
+from benchmarks.harness.specs import fake_spec
+from benchmarks.harness.workers import fake_engines, worker
+from nova_search.db import LevelStore, count_toward_budget
+from nova_search.search import lifecycle as nova_study
+
+pytestmark = pytest.mark.postgres
+
+
+def test_four_workers_on_a_server_of_twelve_connections_all_finish_their_budget(tmp_path):
+    """Before: each worker kept up to 6 connections (pools of 5 + 10, the lock, the level store) while
+    it retried for more: 4 workers on max_connections=12 ran 0 trials in 150 s."""
+    with throwaway_server(max_connections=12) as pg:
+        url = pg.create_database("nova")
+        nova_study.create(fake_spec(8), url, "dist")
+        env = {"NOVA_STORAGE_RETRY_S": "120", "NOVA_HEARTBEAT_INTERVAL": "1", "NOVA_GRACE_PERIOD": "10"}
+        procs = [worker(url, tmp_path, **env) for _ in range(4)]
+        try:
+            outs = [p.communicate(timeout=150)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        assert [p.returncode for p in procs] == [0, 0, 0, 0], "\n".join(o[-1500:] for o in outs)
+        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        assert count_toward_budget(trials) == 8
+        assert all(t.state == TrialState.COMPLETE for t in trials), [t.state for t in trials]
+        with LevelStore(url) as store:
+            assert len(store.rows("dist")) == 16
+    assert fake_engines() == []
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("password", 'password authentication failed for user "postgres"'),
+        ("database", 'the database "novva" does not exist on the server'),
+        # with password auth the server does not tell a missing role from a wrong password
+        ("role", 'password authentication failed for user "nvoa"'),
+        ("role, trust auth", 'the role "nvoa" does not exist on the server'),
+    ],
+)
+def test_a_connection_refused_for_good_exits_5_at_once_naming_what_is_wrong(tmp_path, change, said):
+    """Before: retried for NOVA_STORAGE_RETRY_S (300 s) as if transient, then 'is the server up?'."""
+    with throwaway_server(password="right-pw-0451") as pg:
+        url = pg.create_database("nova")
+        nova_study.create(fake_spec(2), url, "dist")
+        bad = {
+            "password": url.replace("right-pw-0451", "wrong-pw-7734"),
+            "database": url.rsplit("/", 1)[0] + "/novva",
+            "role": url.replace("postgres:right-pw-0451@", "nvoa:right-pw-0451@"),
+            "role, trust auth": make_url(SHARED).set(username="nvoa").render_as_string(hide_password=False),
+        }[change]
+        t0 = time.monotonic()
+        proc = worker(bad, tmp_path, NOVA_STORAGE_RETRY_S="300")
+        try:
+            out = proc.communicate(timeout=60)[0]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        took = time.monotonic() - t0
+        assert proc.returncode == 5, out[-2000:]
+        assert took < 15, f"{took:.0f} s: retried as if transient"
+        assert said in out
+        assert "right-pw-0451" not in out and "wrong-pw-7734" not in out
+        assert "Traceback" not in out
