@@ -61,3 +61,47 @@ def test_a_worker_without_an_engine_says_so_before_it_asks_a_trial():
         trials = optuna.load_study(study_name="no-engine", storage=url).get_trials()
         waiting = optuna.trial.TrialState.WAITING
         assert trials and all(t.state == waiting for t in trials)  # the stock baseline still queued: none ran
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A folder nova cannot write: a read-only bind mount when running as root (root writes past file
+    modes), its mode 0500 otherwise. Skipped only where neither can be made (root without mount)."""
+    import os
+    import subprocess
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+        yield folder
+        folder.chmod(0o700)
+        return
+    mounted = (
+        subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True).returncode == 0
+    )
+    if mounted:
+        mounted = (
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True).returncode
+            == 0
+        )
+    if not mounted:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+        pytest.skip("running as root without the right to mount: no folder root cannot write")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("command", ["create", "run", "db"])
+def test_a_read_only_sqlite_folder_is_named_without_a_traceback(read_only_folder, command):
+    url = f"sqlite:///{read_only_folder / 'nova.db'}"
+    spec = str(REPO / "studies" / "tiny-cpu.yaml")
+    argv = {"create": ["create", spec], "run": ["run", spec], "db": ["db", "upgrade"]}[command]
+    r = nova(*argv, "--storage", url, timeout=30)
+    assert r.returncode == ExitCode.STORAGE, r.stderr
+    assert "Traceback" not in r.stderr and "OSError" not in r.stderr, r.stderr
+    assert f"cannot write the folder {read_only_folder}" in r.stderr, r.stderr
+    assert "read-only file system" in r.stderr or "no permission" in r.stderr, r.stderr
+    assert list(read_only_folder.iterdir()) == []

@@ -604,3 +604,120 @@ def test_the_method_field_documents_every_drafter_method() -> None:
     (line,) = [ln for ln in source.splitlines() if ln.strip().startswith("#: the drafter:")]
     listed = line.split("#: the drafter:", 1)[1].split("(", 1)[0]
     assert [m.strip() for m in listed.split(",")] == list(SPEC_METHODS)
+
+
+# ---------------------------------------------------------------- the bounded reader (issue 40, finding 6)
+
+
+def yaml_error(text: str) -> str:
+    from nova_search.spec.reader import read_yaml
+
+    with pytest.raises(SpecError) as ei:
+        read_yaml(text, "S")
+    return str(ei.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "budget: {n_trials: 2}\nname: x\nbudget: {n_trials: 5}\n",
+            "S: budget: given twice (line 1 and line 3)",
+        ),
+        ("sweep:\n  requests: 2\n  requests: 9\n", "S: sweep.requests: given twice (line 2 and line 3)"),
+        ("env: {A: 1, 'A': 2}\n", "S: env.A: given twice"),
+        ("l:\n  - {a: 1, a: 2}\n", "S: l.0.a: given twice"),
+        ("budget:\n  n_trials: 2\n  <<: {n_trials: 5}\n", "S: budget: YAML merge keys (<<:, line 3)"),
+        ("<<: {name: x}\n", "S: the top level: YAML merge keys"),
+    ],
+)
+def test_a_key_given_twice_or_merged_is_refused_naming_it_and_its_lines(text: str, said: str) -> None:
+    assert yaml_error(text).startswith(said)
+
+
+def test_a_huge_integer_names_its_field_and_a_long_one_still_reads() -> None:
+    from nova_search.spec.reader import read_yaml
+
+    said = yaml_error("budget:\n  n_trials: " + "9" * 5000 + "\n")
+    assert said.startswith("S: budget.n_trials: an integer of 5000 characters (line 2)")
+    assert read_yaml("n: " + "9" * 40, "S") == {"n": int("9" * 40)}
+    assert yaml_error("a: [1, -0x" + "f" * 60 + "]").startswith("S: a.1: an integer of 63 characters")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["x: " + "[" * 20000 + "]" * 20000, "x: " + "{a: " * 20000 + "1" + "}" * 20000, "- " * 20000 + "1"],
+)
+def test_deep_nesting_is_refused_without_a_recursion_error(text: str) -> None:
+    from nova_search.spec.reader import MAX_DEPTH, read_yaml
+
+    assert "nested deeper than 64 levels" in yaml_error(text)
+    ok = "x: " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1)
+    assert read_yaml(ok, "S") is not None
+
+
+def test_a_date_that_is_not_one_names_its_field() -> None:
+    assert yaml_error("when: 2024-13-45\n").startswith("S: when: '2024-13-45' is not a date (line 1)")
+
+
+def test_set_reads_its_value_with_the_same_bounds() -> None:
+    with pytest.raises(SpecError, match=r"^--set budget.n_trials: an integer of 5000 characters"):
+        apply_overrides({}, ["budget.n_trials=" + "9" * 5000])
+    with pytest.raises(SpecError, match=r"--set 'a..b=1': write it as dotted.key=value"):
+        apply_overrides({}, ["a..b=1"])
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_a_spec_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path: Path, kind: str) -> None:
+    import os
+    import threading
+
+    path = tmp_path / "spec.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")
+    said: list[str] = []
+
+    def read() -> None:
+        with pytest.raises(SpecError) as ei:
+            load_spec(path)
+        said.append(str(ei.value))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(5)
+    assert not reader.is_alive(), "the reader blocked"
+    assert said and "not a regular file" in said[0], said
+
+
+# ---------------------------------------------------------------- launchable at create (issue 40, finding 7)
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"model": {"path": "a\x00b"}}, "model.path: the value holds a NUL byte"),
+        ({"engine": {"env": {"A": "x\x00"}}}, "engine.env: the value of A holds a NUL byte"),
+        ({"engine": {"env": {"A=B": "x"}}}, "engine.env: 'A=B' is not an environment variable name"),
+        ({"model": {"path": "m", "served_name": "x" * 257}}, "model.served_name: is 257 characters long"),
+        ({"model": {"path": "--trust-remote-code"}}, "model.path: '--trust-remote-code' starts with '-'"),
+        ({"engine": {"cpus": [65535]}}, "engine.cpus: core 65535 is above 4095"),
+        ({"engine": {"host": ""}}, "engine.host: '' is not an address to bind to"),
+        ({"engine": {"command": ["", "serve"]}}, "engine.command.0: an empty element"),
+        ({"engine": {"extra_args": ["x" * 40000]}}, "engine.extra_args: item 0 is 40000 characters long"),
+    ],
+)
+def test_a_spec_that_could_never_launch_is_refused_naming_the_field(change: dict, said: str) -> None:
+    raw = {**minimal(), **change}
+    assert said in spec_error(raw)
+
+
+def test_a_core_range_is_bounded_before_it_is_built() -> None:
+    from nova_search.spec import parse_cores
+
+    with pytest.raises(ValueError, match="core 100000000 is above 4095"):
+        parse_cores("0-100000000")
+    assert parse_cores("0-4095:4095") == [0, 4095]
