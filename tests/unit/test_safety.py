@@ -274,3 +274,62 @@ def test_a_secret_in_the_command_or_the_model_path_is_refused_without_being_echo
     raw["engine"]["command"] = ["docker", "run", "-e", "HF_TOKEN", "img"]  # the name alone: allowed
     raw["model"]["path"] = "s3://bucket/m"
     assert parse_spec(raw).engine.command == ["docker", "run", "-e", "HF_TOKEN", "img"]
+
+
+#: spellings of the flags nova sets, or of a secret flag with a value, as a user might write them
+#: (``--config=FILE`` is refused too, but vLLM 0.32 reads a config file only after a bare ``--config``)
+SPELLINGS = [
+    ["--api_key", "K1"],
+    ["--api-key=K1"],
+    ["--api-ke", "K1"],
+    ["--port", "1234"],
+    ["--por=1234"],
+    ["--hos", "10.9.8.7"],
+    ["--host=10.9.8.7"],
+    ["--hf_token", "K1"],
+    ["--hf-tok=K1"],
+    ["--config", "{config}"],
+]
+#: vLLM's own parser reads each spelling: which of nova's values (or the token) it would replace
+VLLM_READS = """
+import json, sys
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+try:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+except ImportError:
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+parser = make_arg_parser(FlexibleArgumentParser())
+out = []
+for args in json.loads(sys.argv[1]):
+    try:
+        ns = parser.parse_args(["m", *args])
+    except SystemExit:
+        out.append(None)
+        continue
+    out.append([ns.api_key == ["K1"], ns.port == 1234, ns.host == "10.9.8.7", ns.hf_token == "K1"])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.engine
+def test_every_spelling_the_guard_refuses_is_one_the_real_vllm_reads(engine_python, tmp_path):
+    """The guard's premise, checked against the installed vLLM: each spelling sets the API key, the
+    port, the host or the token there (``_`` for ``-``, ``=value``, argparse's abbreviations, a config
+    file), and the spec refuses each one."""
+    import json
+    import subprocess
+
+    config = tmp_path / "mine.yaml"
+    config.write_text("port: 1234\napi-key: K1\n")
+    spellings = [[a.format(config=config) for a in args] for args in SPELLINGS]
+    r = subprocess.run(
+        [engine_python, "-c", VLLM_READS, json.dumps(spellings)], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    reads = json.loads(r.stdout.strip().splitlines()[-1])
+    for args, read in zip(spellings, reads, strict=True):
+        assert read is not None and any(read), (args, read)  # vLLM takes it for a guarded flag
+        raw = minimal_spec_dict()
+        raw["engine"]["extra_args"] = args
+        with pytest.raises(SpecError, match=r"extra_args.0: "):
+            parse_spec(raw)
