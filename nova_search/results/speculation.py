@@ -4,8 +4,10 @@ and each speculative trial's output equivalence judged against it."""
 
 from __future__ import annotations
 
+from nova_search.analysis import projection
+from nova_search.analysis.breakeven import GainRow
 from nova_search.analysis.equivalence import Equivalence, compare_outputs
-from nova_search.analysis.verdict import Profile, Verdict, build_verdict
+from nova_search.analysis.verdict import Profile, Verdict, build_verdict, level_gain
 from nova_search.engine.config import EngineConfig
 from nova_search.errors import NovaError
 from nova_search.results.select import tuned_baseline
@@ -69,3 +71,44 @@ def verdict_of(results: StudyResults, *, confidence: float = 0.95) -> Verdict:
         tuned=base.key if base else None,
         confidence=confidence,
     )
+
+
+def breakeven_rows(results: StudyResults, *, confidence: float = 0.95) -> list[GainRow]:
+    """The break-even map's rows from a study: every feasible COMPLETE trial that ran a drafter with
+    synthetic acceptance, at every level, against the tuned baseline (on its ABBA pairs with it when
+    ``confirm`` measured them, else on each side's windows), by the first objective's metric. A study
+    whose drafter carries ``acceptance: {lengths: {low, high}}`` draws L per trial: its rows cover the
+    lengths the search measured (``analysis.breakeven``)."""
+    if not results.objectives:
+        raise NovaError(f"study {results.study_name!r} has no objectives: nothing to rank a gain by")
+    primary = results.objectives[0]
+    base = tuned_baseline(results)
+    if base is None:
+        return []
+    tuned = profile_of(base)
+    rows = []
+    for t in results.feasible():
+        spec = t.config.speculative if t.config else None
+        length = projection.acceptance_length(spec)
+        if spec is None or length is None:
+            continue
+        cand = profile_of(t, base)
+        for c in sweep_levels(results):
+            g = level_gain(tuned, cand, c, primary.metric, primary.maximize, confidence)
+            if g is None:
+                continue
+            rows.append(
+                GainRow(
+                    spec.method,
+                    spec.num_speculative_tokens,
+                    c,
+                    length,
+                    g.diff_pct,
+                    g.ci_low,
+                    g.ci_high,
+                    g.verdict,
+                    min(g.n_tuned, g.n_candidate),
+                    t.key,
+                )
+            )
+    return rows
