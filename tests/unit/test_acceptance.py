@@ -23,7 +23,7 @@ from nova_search.analysis.verdict import Profile, build_verdict
 from nova_search.engine.command import config_args
 from nova_search.engine.config import EngineConfig, SpeculativeConfig
 from nova_search.errors import SpecError
-from nova_search.report.breakeven import breakeven_figure, breakeven_markdown
+from nova_search.report.breakeven_map import breakeven_figure, breakeven_markdown
 from nova_search.results.export import Launch, deployable, without_synthetic
 from nova_search.search.configs import sample
 from nova_search.spec import StudySpec, parse_spec
