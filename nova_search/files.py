@@ -1,8 +1,10 @@
-"""Writing output files so that a crash never leaves one half-written."""
+"""Files: written atomically (a crash never leaves one half-written), and read with a bound (never
+blocking on a FIFO or a device, never reading without end)."""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -26,3 +28,65 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return out
+
+
+class UnreadableFile(OSError):
+    """A file nova will not read: not a regular file (a FIFO, a device, a directory), or larger than
+    the bound for its kind. Its message names the file and says why."""
+
+
+#: the bounds on what nova reads (bytes): a model's config.json, a tokenizer.json (large vocabularies
+#: run to tens of MB), a workload file (ShareGPT's JSON is about 650 MB)
+MAX_CONFIG_BYTES = 16 << 20
+MAX_TOKENIZER_BYTES = 512 << 20
+MAX_WORKLOAD_BYTES = 4 << 30
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes. Never blocks on a FIFO or a device: the
+    file is checked with ``stat`` (links followed), opened with O_NONBLOCK and checked again with
+    ``fstat`` (a file swapped after the check), and at most ``limit + 1`` bytes are read (a file that
+    grows). Raises ``UnreadableFile`` (an OSError) naming the file otherwise, or the open's OSError."""
+    p = Path(path)
+    st = os.stat(p)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableFile(f"{p} is {_kind(st.st_mode)}, not a regular file")
+    if st.st_size > limit:
+        raise UnreadableFile(f"{p} is larger than {_size(limit)} ({_size(st.st_size)})")
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnreadableFile(f"{p} is {_kind(mode)}, not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise UnreadableFile(f"{p} is larger than {_size(limit)}")
+    return data
+
+
+def read_text_bounded(path: str | os.PathLike[str], limit: int) -> str:
+    """``read_bounded`` as UTF-8 text (UnicodeDecodeError, a ValueError, when it is not)."""
+    return read_bounded(path, limit).decode("utf-8")
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.4g} {unit}"
+    return f"{n} bytes"

@@ -29,6 +29,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from nova_search.errors import SpecError
+from nova_search.files import (
+    MAX_CONFIG_BYTES,
+    MAX_TOKENIZER_BYTES,
+    MAX_WORKLOAD_BYTES,
+    UnreadableFile,
+    read_text_bounded,
+)
 from nova_search.spec import LenRange, ModelSpec, NormalLen, WorkloadSpec
 
 if TYPE_CHECKING:
@@ -69,12 +76,15 @@ def vocab_size(model: ModelSpec) -> int:
         return model.vocab_size
     cfg = Path(model.path) / "config.json"
     try:
-        data = json.loads(cfg.read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_text_bounded(cfg, MAX_CONFIG_BYTES))
+    except (OSError, ValueError) as e:
+        why = f" ({e})" if isinstance(e, UnreadableFile) else ""
         raise SpecError(
-            f"model.vocab_size: not given and {cfg} cannot be read; set model.vocab_size "
+            f"model.vocab_size: not given and {cfg} cannot be read{why}; set model.vocab_size "
             "for synthetic prompts"
         ) from None
+    if not isinstance(data, dict):
+        raise SpecError(f"model.vocab_size: {cfg} is not a JSON object; set model.vocab_size")
     v = data.get("vocab_size") or data.get("text_config", {}).get("vocab_size")
     if not isinstance(v, int):
         raise SpecError(f"model.vocab_size: {cfg} has no integer vocab_size; set model.vocab_size")
@@ -124,7 +134,12 @@ def load_tokenizer(workload: WorkloadSpec, model: ModelSpec, needed_by: str) -> 
             "set workload.tokenizer to a folder with tokenizer.json"
         )
     try:
-        return Tokenizer.from_file(str(path))
+        # read here, bounded (a FIFO would block the tokenizers library's own read for good)
+        text = read_text_bounded(path, MAX_TOKENIZER_BYTES)
+    except (OSError, ValueError) as e:
+        raise SpecError(f"workload.tokenizer: cannot read {path}: {e}") from None
+    try:
+        return Tokenizer.from_str(text)
     except Exception as e:  # noqa: BLE001 - the tokenizers library raises plain Exceptions
         raise SpecError(f"workload.tokenizer: cannot load {path}: {e}") from None
 
@@ -344,7 +359,9 @@ def read_records(path: str | Path) -> list[Any]:
     one JSON array (as ShareGPT is distributed). Errors name ``workload.path``."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_text_bounded(p, MAX_WORKLOAD_BYTES)
+    except UnreadableFile as e:
+        raise SpecError(f"workload.path: {e}; give a .jsonl or JSON file") from None
     except OSError as e:
         raise SpecError(f"workload.path: cannot read {p}: {e.strerror or e}") from None
     except UnicodeDecodeError as e:

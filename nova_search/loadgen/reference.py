@@ -83,11 +83,17 @@ def collect_outputs(
     target: Target, prompts: tuple[Prompt, ...] | list[Prompt], timeout_s: float = 120.0
 ) -> ReferenceOutputs:
     """Send ``prompts`` one at a time (concurrency 1) and return the generated ids per prompt. Never
-    raises for a request: a failure is ``()`` with its message in ``errors``."""
+    raises for a request: a failure is ``()`` with its message in ``errors``. After a request that
+    timed out, the rest are not sent (a wedged server would take ``timeout_s`` for each)."""
     ids: list[tuple[int, ...]] = []
     errors: list[str] = []
+    timed_out = False
     with httpx.Client(timeout=timeout_s) as client:
         for prompt in prompts:
+            if timed_out:
+                ids.append(())
+                errors.append("not sent: an earlier reference request timed out")
+                continue
             try:
                 resp = client.post(
                     f"{target.base_url}{PATHS['completions']}",
@@ -100,6 +106,7 @@ def collect_outputs(
                 if len(got) != prompt.output_len:
                     raise ValueError(f"{len(got)} tokens generated, {prompt.output_len} asked")
             except Exception as e:  # noqa: BLE001 - a failed request is data, whatever broke
+                timed_out = isinstance(e, httpx.TimeoutException)
                 ids.append(())
                 errors.append(f"{type(e).__name__}: {e}"[:300])
             else:

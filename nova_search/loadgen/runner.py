@@ -83,6 +83,11 @@ class LevelPlan:
     #: connecting; False: connections are those the warmup opened, the others are opened by the
     #: window's first requests, as ``vllm bench serve`` does (the cross-check uses it)
     preconnect: bool = True
+    #: failed requests the level tolerates (its error budget: sweep.max_error_rate of its requests);
+    #: one more and the level is abandoned: nothing more is sent and the requests in flight are
+    #: cancelled (a wedged server fails the level in about one request timeout, not one per request).
+    #: None: no budget (every planned request is sent)
+    max_errors: int | None = None
 
     @property
     def max_in_flight(self) -> int:
@@ -206,6 +211,39 @@ async def _warm(pool: Pool, target: Target, share: Share, per_chunk_usage: bool,
     return any(r.success and not r.tokens_exact for r in seen)
 
 
+class ErrorBudget:
+    """A share's error budget: ``allowed`` failed requests (None: no budget); one more spends it."""
+
+    def __init__(self, allowed: int | None) -> None:
+        self.allowed = allowed
+        self.failed = 0
+        self.spent = asyncio.Event()
+
+    def record(self, r: RequestRecord) -> None:
+        if not r.success:
+            self.failed += 1
+            if self.allowed is not None and self.failed > self.allowed:
+                self.spent.set()
+
+
+async def _until_done_or_spent(tasks: list[asyncio.Task[None]], budget: ErrorBudget) -> None:
+    """Wait for ``tasks``; once the budget is spent, cancel those still running (requests in flight)."""
+    spent = asyncio.create_task(budget.spent.wait())
+    try:
+        pending = set(tasks)
+        while pending and not budget.spent.is_set():
+            _, pending = await asyncio.wait(pending | {spent}, return_when=asyncio.FIRST_COMPLETED)
+            pending.discard(spent)
+        for t in pending:
+            t.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        spent.cancel()
+    for r in results:
+        if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+            raise r
+
+
 async def _closed_loop(
     pool: Pool,
     target: Target,
@@ -216,22 +254,27 @@ async def _closed_loop(
     per_chunk_usage: bool,
     timeout_s: float,
     done: Done | None = None,
+    budget: ErrorBudget | None = None,
 ) -> list[RequestRecord]:
     cursor = _Cursor(prompts)
     records: list[RequestRecord] = []
+    budget = budget or ErrorBudget(None)
 
     async def lane() -> None:
         # the deadline is checked before the claim, so every claimed index is sent: the merged
-        # requests of all shares are a prefix of the stream, with no index skipped
-        while deadline is None or time.perf_counter() < deadline:
+        # requests of all shares are a prefix of the stream, with no index skipped (unless the
+        # error budget is spent: the level is abandoned, its requests in flight cancelled)
+        while (deadline is None or time.perf_counter() < deadline) and not budget.spent.is_set():
             prompt = cursor.at(claims.claim())
             if prompt is None:
                 return
-            records.append(await send(pool, target, prompt, per_chunk_usage, timeout_s))
+            record = await send(pool, target, prompt, per_chunk_usage, timeout_s)
+            records.append(record)
+            budget.record(record)
             if done is not None:
                 done.add()
 
-    await asyncio.gather(*(lane() for _ in range(lanes)))
+    await _until_done_or_spent([asyncio.create_task(lane()) for _ in range(lanes)], budget)
     return records
 
 
@@ -254,6 +297,7 @@ async def _poisson(
     per_chunk_usage: bool,
     timeout_s: float,
     done: Done | None = None,
+    budget: ErrorBudget | None = None,
 ) -> list[RequestRecord]:
     """Open loop: arrival 0 at ``start``, each next one a seeded exponential gap after the one before
     it was due; this share sends the arrivals whose index is ``share.index`` mod ``share.of`` (every
@@ -267,17 +311,35 @@ async def _poisson(
     records: list[RequestRecord] = []
     tasks: list[asyncio.Task[None]] = []
 
+    budget = budget or ErrorBudget(None)
+
     async def one(prompt: Prompt) -> None:
         try:
-            records.append(await send(pool, target, prompt, per_chunk_usage, timeout_s))
+            record = await send(pool, target, prompt, per_chunk_usage, timeout_s)
+            records.append(record)
+            budget.record(record)
             if done is not None:
                 done.add()
         finally:
             slots.release()
 
+    async def acquire() -> bool:
+        """A free lane; False once the error budget is spent (nothing more is sent)."""
+        got = asyncio.create_task(slots.acquire())
+        spent = asyncio.create_task(budget.spent.wait())
+        await asyncio.wait({got, spent}, return_when=asyncio.FIRST_COMPLETED)
+        spent.cancel()
+        if got.done() and not budget.spent.is_set():
+            return True
+        if got.done():
+            slots.release()
+        else:
+            got.cancel()
+        return False
+
     due = start
     j = 0
-    while deadline is None or due < deadline:
+    while (deadline is None or due < deadline) and not budget.spent.is_set():
         prompt = next(source, None)
         if prompt is None:
             break
@@ -285,14 +347,15 @@ async def _poisson(
             delay = due - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            await slots.acquire()
+            if not await acquire():
+                break
             if deadline is not None and time.perf_counter() >= deadline:
                 slots.release()
                 break
             tasks.append(asyncio.create_task(one(prompt)))
         due += next(gaps)
         j += 1
-    await asyncio.gather(*tasks)
+    await _until_done_or_spent(tasks, budget)
     return records
 
 
@@ -324,6 +387,8 @@ async def run_share(
         start = time.perf_counter()
         cpu0 = time.process_time()
         deadline = t0 + plan.duration_s if plan.duration_s is not None else None
+        # the level's error budget, shared out: a share abandons once its own part is spent
+        budget = ErrorBudget(None if plan.max_errors is None else plan.max_errors // share.of)
         if isinstance(plan.arrival, PoissonArrival):
             records = await _poisson(
                 pool,
@@ -337,6 +402,7 @@ async def run_share(
                 per_chunk_usage,
                 plan.request_timeout_s,
                 done,
+                budget,
             )
         else:
             records = await _closed_loop(
@@ -349,6 +415,7 @@ async def run_share(
                 per_chunk_usage,
                 plan.request_timeout_s,
                 done,
+                budget,
             )
         cpu = time.process_time() - cpu0
     finally:

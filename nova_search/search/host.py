@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from nova_search.engine.memory import ModelShape
+from nova_search.files import MAX_CONFIG_BYTES, read_text_bounded
 from nova_search.search.rules import Facts, model_heads
 from nova_search.spec import (
     StudySpec,
@@ -76,7 +77,8 @@ def host_facts(spec: StudySpec, gpus: tuple[int, ...] = ()) -> Facts:
     max_len, has_mtp, shape = None, False, None
     heads: tuple[int | None, int | None] = (None, None)
     try:
-        cfg = json.loads((Path(spec.model.path) / "config.json").read_text())
+        # bounded, never blocking on a FIFO (an unreadable one is a clear error at the first trial)
+        cfg = json.loads(read_text_bounded(Path(spec.model.path) / "config.json", MAX_CONFIG_BYTES))
         max_len = cfg.get("max_position_embeddings")
         has_mtp = bool(cfg.get("num_nextn_predict_layers") or cfg.get("mtp_num_hidden_layers"))
         shape = ModelShape.of(cfg) if isinstance(cfg, dict) else None

@@ -216,8 +216,14 @@ class SweepSpec(StrictModel):
     duration_s: float | None = Field(default=None, gt=0, le=86_400)
     #: seconds one request may take before it counts as failed
     request_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
-    #: a level whose error rate exceeds this ends the trial as FAIL (reason "errors")
+    #: a level whose error rate exceeds this ends the trial as FAIL (reason "errors"); a window of
+    #: ``requests`` is abandoned (nothing more sent, requests in flight cancelled) as soon as its
+    #: failures pass this share of its requests
     max_error_rate: float = Field(default=0.05, ge=0, le=1)
+    #: seconds a trial may take, from its first boot to its teardown, before it ends FAIL (reason
+    #: "timeout") and its servers are stopped; null: derived from the plan (2 x (boots + every
+    #: window at its worst + the reference outputs), see docs/concepts.md)
+    trial_timeout_s: float | None = Field(default=None, gt=0, le=30 * 86_400)
     #: seconds between /metrics samples of the engine during the window
     metrics_interval_s: float = Field(default=0.5, ge=0.05, le=3600)
     #: CPU cores the load generator runs on while it measures (see engine.cpus): a list, or a

@@ -19,7 +19,10 @@ context has an artifact store), before the trial is told.
 
 from __future__ import annotations
 
+import math
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,7 +43,7 @@ from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import chunk_rate
 from nova_search.loadgen.prompts import JsonlSource, level_seed, prompt_source
-from nova_search.loadgen.reference import collect_outputs, reference_prompts
+from nova_search.loadgen.reference import REFERENCE_PROMPTS, collect_outputs, reference_prompts
 from nova_search.measure import objectives as obj
 from nova_search.measure.metrics import LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.results.export import serve_argv
@@ -73,6 +76,62 @@ def choose_config(
             raise TrialFailure("internal", f"a {role} baseline trial needs {whose} tuned configuration")
         return with_graph_sizes(spec, config)
     return with_graph_sizes(spec, sample(trial, spec, stage, base))
+
+
+def trial_timeout_s(spec: StudySpec) -> float:
+    """How long a trial may take (``sweep.trial_timeout_s``, else derived): twice the worst its plan can
+    take with every request at its timeout: two boots and stops (the trial's server and a slot
+    leader's), the reference outputs (one request at a time), and at each level the warmup and the
+    windows (``ceil(requests / concurrency)`` rounds of requests, or ``duration_s`` plus one timeout).
+    A wedged server is usually failed long before, by the level's error budget."""
+    sweep, engine = spec.sweep, spec.engine
+    if sweep.trial_timeout_s is not None:
+        return sweep.trial_timeout_s
+    timeout = sweep.request_timeout_s
+    total = 2 * (engine.boot_timeout_s + engine.stop_timeout_s) + REFERENCE_PROMPTS * timeout
+    for c in sweep.concurrency:
+        total += math.ceil(sweep.warmup_requests / c) * timeout
+        if sweep.requests is not None:
+            window = math.ceil(sweep.requests / c) * timeout
+        else:
+            window = (sweep.duration_s or 0.0) + timeout
+        total += sweep.repeats * window
+    return 2 * total
+
+
+class TrialDeadline:
+    """Kills the trial's server (its process group) once the trial's time is up: a wedged server
+    then fails its requests at once, and the trial ends FAIL ``timeout`` (``expired``)."""
+
+    def __init__(self, seconds: float, server: Server) -> None:
+        self.seconds = seconds
+        self.server = server
+        self.expired = threading.Event()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> TrialDeadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def _expire(self) -> None:
+        self.expired.set()
+        proc = self.server.proc
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # stopped (SIGSTOP) processes too; the teardown follows
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def failure(self) -> TrialFailure:
+        return TrialFailure(
+            "timeout",
+            f"the trial ran past its deadline of {self.seconds:g} s (sweep.trial_timeout_s): its server "
+            "was stopped",
+        )
 
 
 def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
@@ -116,7 +175,9 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     def boot_leader(leader_config: EngineConfig) -> Server:
         return _boot_leader(trial, ctx, gpus, timing, leader_config)
 
+    deadline = TrialDeadline(trial_timeout_s(spec), server)
     try:
+        deadline.__enter__()
         adopted = adopt_tuned(trial, ctx, boot_leader)
         room = make_room(ctx, gpus, config)
         ctx.reporter.phase(trial.number, "booting")
@@ -151,9 +212,13 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         confirmed = "; ".join(x for x in (adopted, room, confirmed) if x)
         levels = [combine_repeats(ws) for ws in measured.by_level.values()]
         _saturation(trial, ctx, measured.by_level)
+        if deadline.expired.is_set():
+            raise deadline.failure()
     except TrialFailure as e:
         if ctx.cancel.is_set():
             e = TrialFailure("interrupted", "the worker was interrupted", e.log_tail)
+        elif deadline.expired.is_set() and e.reason != "timeout":
+            e = TrialFailure("timeout", f"{deadline.failure().message} ({e.reason}: {e.message})", e.log_tail)
         never_up = "boot_s" not in timing
         state = "PRUNED" if never_up and e.reason in UNLAUNCHABLE_REASONS else "FAIL"
         _record_failure(trial, ctx, e.reason, e.message, e.log_tail or tail(log_path), state)
@@ -164,7 +229,15 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     except KeyboardInterrupt:
         _record_failure(trial, ctx, "interrupted", "the worker was interrupted", tail(log_path))
         raise
+    except Exception:
+        if not deadline.expired.is_set():
+            raise
+        # whatever the killed server made of the step it was in (a cut connection, say)
+        e = deadline.failure()
+        _record_failure(trial, ctx, e.reason, e.message, tail(log_path))
+        raise e from None
     finally:
+        deadline.__exit__()
         if not kept:
             slot.stop(server)
         timing["total_s"] = time.monotonic() - started

@@ -4,6 +4,7 @@ of one seed; a client-bound window is re-run on new prompts (``RERUN_SEED_STEP``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -67,9 +68,20 @@ def run_window(
             metrics_interval_s=sweep.metrics_interval_s,
             arrival=spec.workload.arrival,
             arrival_seed=run_seed,
+            max_errors=error_budget(spec),
         )
 
     return measure_level(target, plan_for, client_plan(spec), expected, on_progress)
+
+
+def error_budget(spec: StudySpec) -> int | None:
+    """Failed requests a window of ``sweep.requests`` tolerates: one more and its error rate is past
+    ``sweep.max_error_rate`` whatever the rest do, so the window is abandoned (``LevelPlan.max_errors``).
+    A window of ``duration_s`` has no count to take a share of: None."""
+    sweep = spec.sweep
+    if sweep.requests is None:
+        return None
+    return math.floor(sweep.max_error_rate * sweep.requests + 1e-9)  # 0.29 * 100 is 28.999...96
 
 
 def keep_requests(path: Path, run: LevelRun, *, level: int, repeat: int, origin: float) -> None:

@@ -63,7 +63,9 @@ from nova_search.db.budget import REFUSED_REASON as REFUSED
 from nova_search.db.heartbeat import Heartbeat, fail_orphans, fail_stale
 from nova_search.db.stages import stage_plan
 from nova_search.engine.command import engine_prefix, unresolved_references
-from nova_search.errors import EngineError, TrialFailure
+from nova_search.errors import EngineError, SpecError, TrialFailure
+from nova_search.files import MAX_CONFIG_BYTES, read_bounded
+from nova_search.loadgen.prompts import prompt_source
 from nova_search.measure.metrics import LevelResult
 from nova_search.search.host import host_facts
 from nova_search.search.lifecycle import load, next_stage, stage_done
@@ -198,6 +200,7 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
             f"{'; '.join(missing)}: not set in this worker's environment (export it, or give a default)"
         )
     engine_prefix(spec.engine, spec.model)  # no interpreter and no command: say so before any trial is asked
+    check_inputs(spec)
     opts = opts.with_deadline()
     storage = rdb_storage(study)
     store = LevelStore(storage.url, retry_window_s=opts.storage_retry_s)
@@ -227,6 +230,24 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
         return _run_groups(study, spec, opts, base, placement)
     finally:
         store.close()
+
+
+def check_inputs(spec: StudySpec) -> None:
+    """Read, before any trial is asked, what every trial reads: the model's config.json (when the
+    model is a local folder) and the workload's prompts (its file, its tokenizer). A FIFO, a device,
+    a file past its bound or one that cannot be read is a SpecError naming the field, here, rather
+    than a trial that hangs or a budget spent on failures."""
+    config = Path(spec.model.path) / "config.json"
+    try:
+        present = config.exists()
+    except (OSError, ValueError):
+        present = False
+    if present:
+        try:
+            read_bounded(config, MAX_CONFIG_BYTES)
+        except OSError as e:
+            raise SpecError(f"model.path: cannot read {config}: {e.strerror or e}") from None
+    prompt_source(spec.workload, spec.model)
 
 
 def _run_groups(
