@@ -42,6 +42,17 @@ class ModelSpec(StrictModel):
         return self
 
 
+def _kind(value: Any) -> str:
+    """What a YAML value is, in words: ``a number``, ``a boolean``, ``a list``..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if value is None:
+        return "an empty value"
+    return {"list": "a list", "dict": "a mapping"}.get(type(value).__name__, type(value).__name__)
+
+
 def _control_problem(field: str, value: str | None) -> str | None:
     """``FIELD holds a control character`` for a value that goes into argv, an export and its comments
     (a newline there would start a new line of shell or YAML), or None. Never quotes the value."""
@@ -117,6 +128,31 @@ class EngineSpec(StrictModel):
     boot_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
     #: seconds between SIGTERM and SIGKILL when a server is stopped
     stop_timeout_s: float = Field(default=20.0, gt=0, le=3600)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        """env values, extra_args and command words must be text: refused here, naming the place but
+        not the value (a validation error echoes what it got, and these may hold a secret)."""
+        if not isinstance(data, dict):
+            return data
+        env = data.get("env")
+        if isinstance(env, dict):
+            for key, value in env.items():
+                if not isinstance(value, str):
+                    raise ValueError(
+                        f"env.{key}: a string is expected, not {_kind(value)} (quote it in YAML: an "
+                        "unquoted 123456 or true is read as a number or a boolean)"
+                    )
+        for field in ("extra_args", "command"):
+            words = data.get(field)
+            if isinstance(words, list):
+                for i, word in enumerate(words):
+                    if not isinstance(word, str):
+                        raise ValueError(
+                            f"{field}.{i}: a string is expected, not {_kind(word)} (quote it in YAML)"
+                        )
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> EngineSpec:

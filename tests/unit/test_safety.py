@@ -333,3 +333,21 @@ def test_every_spelling_the_guard_refuses_is_one_the_real_vllm_reads(engine_pyth
         raw["engine"]["extra_args"] = args
         with pytest.raises(SpecError, match=r"extra_args.0: "):
             parse_spec(raw)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("env", {"DB_PASS": 987654321}, "engine: env.DB_PASS: a string is expected, not a number"),
+        ("env", {"X": ["987654321"]}, "engine: env.X: a string is expected, not a list"),
+        ("extra_args", ["--x", 987654321], "engine: extra_args.1: a string is expected, not a number"),
+        ("command", ["vllm", 987654321], "engine: command.1: a string is expected, not a number"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_without_being_echoed(field, value, says):
+    """A validation error shows what it got; an unquoted numeric password must not be shown."""
+    raw = minimal_spec_dict()
+    raw["engine"][field] = value
+    with pytest.raises(SpecError, match=says) as e:
+        parse_spec(raw)
+    assert "987654321" not in str(e.value)
