@@ -303,6 +303,12 @@ def deployable(
         flags, dropped = without_synthetic(flags)
         if dropped:
             notes.append(dropped)
+    flags, secret_flags = _without_secret_flags(flags)
+    if secret_flags:
+        notes.append(
+            f"{', '.join(secret_flags)} dropped (a study made before the spec refused a secret in argv "
+            "stored it, masked): the export passes VLLM_API_KEY and HF_TOKEN from the environment"
+        )
     launch = replace(launch, flags=tuple(flags))
     target = device or launch.device or "cuda"
     if launch.device is None:
@@ -361,6 +367,26 @@ def deployable(
             flags[i + 1] = f"{rounded:g}"
             notes.append(f"{flag} {rounded:g} (rounded down from {text})")
     return replace(launch, model=model or launch.model, flags=tuple(flags), notes=tuple(notes), device=target)
+
+
+def _without_secret_flags(flags: list[str]) -> tuple[list[str], list[str]]:
+    """``flags`` without any secret flag (``redact.secret_flag``: ``--hf-token``, ``--api-key``, in any
+    spelling) and its value, and the flags dropped."""
+    out: list[str] = []
+    dropped: list[str] = []
+    skip = False
+    for i, a in enumerate(flags):
+        if skip:
+            skip = False
+            continue
+        flag = redact.secret_flag(a)
+        if flag is None:
+            out.append(a)
+            continue
+        dropped.append(flag)
+        nxt = flags[i + 1] if i + 1 < len(flags) else "-"
+        skip = "=" not in a and not nxt.startswith("-")
+    return out, dropped
 
 
 def _relative_path(model: str) -> bool:

@@ -351,7 +351,8 @@ def test_a_path_that_names_no_folder_is_refused_naming_model():
 
 
 def test_a_stored_token_flag_is_masked_in_every_export():
-    """A study stored before the spec refused ``--hf-token VALUE`` in extra_args: no export prints it."""
+    """A study stored before the spec refused ``--hf-token VALUE`` in extra_args: no export prints it,
+    and the flag is dropped (its masked value would not run): HF_TOKEN comes from the environment."""
     argv = (
         *launch_argv(1)[:-4],
         "--hf_token",
@@ -366,4 +367,5 @@ def test_a_stored_token_flag_is_masked_in_every_export():
     for fmt in ("vllm", "compose", "k8s"):
         text = export_launch(t, fmt)
         assert "hf_storedsecret" not in text and "k3y" not in text, text
-        assert "***" in text
+        assert "--hf_token" not in text and "--api-key=" not in text, text  # dropped, and said so
+        assert "# --hf-token, --api-key dropped" in text
