@@ -7,7 +7,8 @@ Environment knobs: FAKE_ENGINE_BOOT_S (seconds before it listens, default 0.2), 
 (default 0.002), FAKE_ENGINE_CHILD=1 (also spawn a child process in the same group, like vLLM's
 engine core, to prove group teardown), FAKE_ENGINE_REFUSE=FLAG (exit 1 at boot, with an error in its
 log, when FLAG is in its argv: a configuration the engine cannot run), FAKE_ENGINE_SLOW_WITH=FLAG (4
-times the delays when FLAG is in its argv: a configuration that is plainly worse),
+times the delays when FLAG is in its argv: a configuration that is plainly worse), FAKE_ENGINE_FAST_WITH=FLAG
+(a quarter of the delays: plainly better),
 FAKE_ENGINE_RECORD=FILE (append a JSON line when it starts and when SIGTERM stops it: its pid, the
 time, its port, the CUDA_VISIBLE_DEVICES it was given and its --tensor-parallel-size; ``engine_records`` reads
 them back as one ``EngineLife`` per server; a line too for each sleep and wake). With
@@ -61,6 +62,8 @@ def main(argv: list[str] | None = None) -> None:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
     slow = os.environ.get("FAKE_ENGINE_SLOW_WITH") or None
     factor = 4.0 if slow and slow in given else 1.0
+    fast = os.environ.get("FAKE_ENGINE_FAST_WITH") or None
+    factor = 0.25 if fast and fast in given else factor
     sleep_mode = "--enable-sleep-mode" in given and os.environ.get("VLLM_SERVER_DEV_MODE") == "1"
 
     def on_sleep(event: str) -> None:
