@@ -177,6 +177,9 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
 
     deadline = TrialDeadline(trial_timeout_s(spec), server)
     try:
+        # this slot's GPUs, held on the host until its last server stops (another worker given the
+        # same --gpus waits its turn): within the trial's deadline
+        slot.hold_gpus(deadline.seconds)
         deadline.__enter__()
         adopted = adopt_tuned(trial, ctx, boot_leader)
         room = make_room(ctx, gpus, config)

@@ -160,3 +160,28 @@ def test_the_node_launcher_refuses_bad_groups_before_starting_anything(tmp_path)
     assert r.returncode == 2 and "listed twice" in r.stderr
     assert "worker started" not in r.stdout
     assert optuna.load_study(study_name="dist", storage=url).get_trials() == []
+
+
+def test_two_workers_given_the_same_gpu_never_run_servers_on_it_at_once(tmp_path):
+    """Issue 40, finding 8: two workers of one host, both started with --gpus 0 (a mistyped node
+    script, two launches of one job). A per-host lock per GPU (db-free: a flock in the GPU lock
+    folder) lets one worker's server hold GPU 0 at a time; both finish the budget between them."""
+    record = tmp_path / "engines.jsonl"
+    locks = tmp_path / "gpu-locks"
+    raw = fake_spec_dict(4)
+    with fresh_database() as url:
+        nova_study.create(parse_spec(raw), url, "dist")
+        env = {
+            "FAKE_ENGINE_RECORD": str(record),
+            "FAKE_ENGINE_ITL_S": "0.01",
+            "NOVA_GPU_LOCK_DIR": str(locks),
+        }
+        procs = [worker(url, tmp_path, "dist", "--gpus", "0", **env) for _ in range(2)]
+        outs = [p.communicate(timeout=240)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outs)
+        lives = engine_records(record)
+        assert len(lives) == 4 and all(life.gpus == (0,) for life in lives), lives
+        assert _overlaps(lives) == []
+        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
+    assert fake_engines() == []
