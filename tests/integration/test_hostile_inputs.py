@@ -394,6 +394,14 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Batch]:
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=2) as pool:
             outcomes = dict(pool.map(one, CASES))
+        # a refusal that took longer than the bound is run once more, alone: on a machine loaded by
+        # others a half-second refusal can wait seconds for a core. An input that is slow itself is
+        # slow twice, and fails
+        for row, backend in CASES:
+            if outcomes[(row.id, backend)].took >= BOUND_S:
+                again = root / "again" / backend / row.id
+                storage = f"sqlite:///{again / 'study.db'}" if backend == "sqlite" else pg_url
+                outcomes[(row.id, backend)] = _run_row(row, again, storage)
         wall = time.perf_counter() - t0
         yield Batch(outcomes, _pg_tables(pg_url), wall)
     shutil.rmtree(root, ignore_errors=True)
