@@ -17,11 +17,13 @@ error rather than left unlocked, since an unlocked budget overshoots under concu
 On PostgreSQL the lock is a transaction-level advisory lock (``pg_try_advisory_xact_lock``) in a
 transaction held open on a connection of its own for the section: COMMIT (or the connection's end:
 a killed worker, a cut network) releases it, and it works through PgBouncer in transaction mode,
-which pins a server connection for the length of a transaction. A worker that does not get the lock
-at once does not queue for it on an open connection: it closes its connection and tries again after
-a short jittered wait (``LOCK_FIRST_WAIT_S`` doubling to ``LOCK_MAX_WAIT_S``), so 200 workers waiting
-for the lock hold no connection between tries (a blocking ``pg_advisory_lock`` held one each: at
-200 workers, twice PostgreSQL's default ``max_connections``).
+which pins a server connection for the length of a transaction. At most ``LOCK_QUEUE`` workers wait
+for it on an open connection (each first takes one of ``LOCK_QUEUE`` queue places, themselves
+advisory locks, with ``pg_try_advisory_xact_lock``, then blocks on the lock: the lock passes to the
+next one at once). The others close their connection and try again after a short jittered wait
+(``LOCK_FIRST_WAIT_S`` doubling to ``LOCK_MAX_WAIT_S``): 200 workers waiting for the lock hold
+``LOCK_QUEUE`` connections, not 200 (a blocking ``pg_advisory_lock`` held one each: at 200 workers,
+twice PostgreSQL's default ``max_connections``).
 
 The file lock keeps its file (``preserve_lock_file``): a worker of an older nova, which opens the
 same path, then locks the same file; and it never falls back to a lock file whose removal is the
@@ -52,8 +54,10 @@ _local_locks: dict[str, threading.Lock] = {}
 _local_guard = threading.Lock()
 
 
-#: a worker that did not get the PostgreSQL lock tries again after this, doubling up to LOCK_MAX_WAIT_S
-LOCK_FIRST_WAIT_S = 0.01
+#: how many workers wait for the PostgreSQL lock on an open connection (the rest retry, holding none)
+LOCK_QUEUE = 3
+#: a worker that found the lock and its queue full tries again after this, doubling up to LOCK_MAX_WAIT_S
+LOCK_FIRST_WAIT_S = 0.02
 LOCK_MAX_WAIT_S = 0.5
 
 #: the reason (``schema.REASON``) of a trial whose configuration was refused before launch
@@ -103,6 +107,10 @@ class StorageLock:
         self.engine = engine
         self.name = name
         self.key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+        self._queue = [
+            int.from_bytes(hashlib.sha256(f"{name}#queue{i}".encode()).digest()[:8], "big", signed=True)
+            for i in range(LOCK_QUEUE)
+        ]
         self.dialect = engine.url.get_backend_name()
         if self.dialect not in LOCKABLE:
             raise StorageError(
@@ -134,11 +142,16 @@ class StorageLock:
         """A connection in a transaction that holds the lock; tried again, holding nothing between
         tries, until it is free (see the module docstring)."""
         wait = LOCK_FIRST_WAIT_S
+        try_lock = text("SELECT pg_try_advisory_xact_lock(:k)")
         while True:
             conn = self.engine.connect()
             try:
-                if conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": self.key}).scalar_one():
+                if conn.execute(try_lock, {"k": self.key}).scalar_one():
                     return conn
+                for place in self._queue:  # a place in the queue: wait on this connection
+                    if conn.execute(try_lock, {"k": place}).scalar_one():
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": self.key})
+                        return conn
                 conn.rollback()
             except BaseException:
                 conn.close()

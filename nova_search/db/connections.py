@@ -1,20 +1,19 @@
 """How many database connections a worker holds, and when it gives them back (docs/deploy/cluster.md,
-"Connections").
+"Connections and fleet size").
 
 The policy, for a database server (PostgreSQL):
 
-- **No idle connection is kept.** Every engine nova builds (Optuna's storage, the level store) uses
-  SQLAlchemy's ``NullPool``: a connection is opened for one transaction and closed at its end. A
-  worker therefore holds a connection only while a statement runs (a few milliseconds), plus one for
-  the budget lock while it counts and asks. A worker running a trial holds none between its
-  heartbeats, and a worker waiting out an outage holds none at all. At most two per slot at any
-  instant (the budget lock and the ask under it; or the heartbeat and an attribute write).
-  With a pool that keeps connections, idle workers hold ``pool_size`` each, whatever they do:
-  200 workers at one each would need 200 of PostgreSQL's default 100.
-- **Or a bounded pool**, for a database behind PgBouncer, where connections to PgBouncer are cheap:
-  ``NOVA_DB_POOL_SIZE=N`` (N >= 2, since the budget lock and the ask under it hold two) keeps at most
-  N per worker (``max_overflow`` 0, a 30 s ``pool_timeout``). Every engine is disposed before a
-  backoff sleep (``release``), so a worker never keeps connections while it waits for more.
+- **No idle connection is kept.** Every engine nova builds (Optuna's storage, the level store) has a
+  small bounded pool (``pool_size`` 2, ``max_overflow`` 2: the budget lock and the ask under it hold
+  two at once) whose connections are closed once they have been idle for ``IDLE_CLOSE_S`` (0.5 s) by
+  one reaper thread per process. A burst of calls (the ask under the lock, the writes at a trial's
+  end) reuses one or two connections; a worker whose trial runs between heartbeats, or that waits for
+  the lock or for the database, holds none. With a pool that keeps its connections, idle workers hold
+  ``pool_size`` each whatever they do: 200 workers at one each would need 200 of PostgreSQL's default
+  100, and before this policy a worker held up to 6.
+- ``NOVA_DB_POOL_SIZE=0``: no pool at all (SQLAlchemy's ``NullPool``: a connection per transaction,
+  closed at its end); ``NOVA_DB_POOL_SIZE=N`` (N >= 2): a pool of N, ``max_overflow`` 0, same idle close.
+- **Nothing is held while waiting**: every engine is disposed before a backoff sleep (``release``).
 - **A connection attempt is bounded**: ``connect_timeout`` 10 s, so a black-holed address fails
   (and is retried) instead of hanging.
 
@@ -25,10 +24,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
@@ -37,8 +37,13 @@ from nova_search.errors import InputError
 
 #: how long a connection attempt may take before it fails (and is retried as transient)
 CONNECT_TIMEOUT_S = 10
-#: how long a worker with a bounded pool waits for one of its own connections
+#: how long a worker waits for one of its own pooled connections
 POOL_TIMEOUT_S = 30
+#: the default pool: two connections (the budget lock and the ask under it), two more in a burst
+DEFAULT_POOL_SIZE = 2
+DEFAULT_OVERFLOW = 2
+#: a pooled connection idle for this long is closed
+IDLE_CLOSE_S = 0.5
 #: the environment variable that chooses a bounded pool instead of none
 POOL_ENV = "NOVA_DB_POOL_SIZE"
 
@@ -46,17 +51,19 @@ _engines: weakref.WeakSet[Engine] = weakref.WeakSet()
 _engines_guard = threading.Lock()
 
 
-def pool_size() -> int:
-    """NOVA_DB_POOL_SIZE: 0 (the default) keeps no connection; N >= 2 keeps at most N per engine."""
-    raw = os.environ.get(POOL_ENV, "0").strip() or "0"
+def pool_size() -> int | None:
+    """NOVA_DB_POOL_SIZE: unset, the default pool; 0, no pool; N >= 2, a pool of at most N."""
+    raw = os.environ.get("NOVA_DB_POOL_SIZE", "").strip()
+    if not raw:
+        return None
     try:
         size = int(raw)
     except ValueError:
         size = -1
     if size != 0 and size < 2:
         raise InputError(
-            f"{POOL_ENV}={raw!r}: give 0 (no idle connection kept, the default) or a whole number of at "
-            "least 2 (the budget lock and the ask under it hold two connections at once)"
+            f"{POOL_ENV}={raw!r}: give 0 (no pool: a connection per transaction) or a whole number of at "
+            "least 2 (the budget lock and the ask under it hold two connections at once); unset, 2 + 2"
         )
     return size
 
@@ -70,6 +77,8 @@ def server_engine_kwargs(url: URL) -> dict[str, Any]:
     if size == 0:
         kwargs["pool_pre_ping"] = False  # every connection is new: nothing stale to ping
         kwargs["poolclass"] = NullPool
+    elif size is None:
+        kwargs.update(pool_size=DEFAULT_POOL_SIZE, max_overflow=DEFAULT_OVERFLOW, pool_timeout=POOL_TIMEOUT_S)
     else:
         kwargs.update(pool_size=size, max_overflow=0, pool_timeout=POOL_TIMEOUT_S)
     if url.get_backend_name() == "postgresql":
@@ -77,11 +86,50 @@ def server_engine_kwargs(url: URL) -> dict[str, Any]:
     return kwargs
 
 
+#: id(engine) -> monotonic time its pool last gave a connection out or took one back
+_last_use: dict[int, float] = {}
+_reaper: threading.Thread | None = None
+
+
 def track(engine: Engine) -> Engine:
-    """Remember ``engine`` so that ``release`` gives its idle connections back."""
+    """Remember ``engine``: ``release`` gives its idle connections back, and (for a pool) the reaper
+    closes them once they have been idle for ``IDLE_CLOSE_S``."""
+    global _reaper
     with _engines_guard:
         _engines.add(engine)
+        if isinstance(engine.pool, NullPool) or is_sqlite(engine.url):
+            return engine
+        key = id(engine)
+        _last_use[key] = time.monotonic()
+        weakref.finalize(engine, _last_use.pop, key, None)
+
+        def used(*_: object) -> None:
+            _last_use[key] = time.monotonic()
+
+        event.listen(engine, "checkout", used)
+        event.listen(engine, "checkin", used)
+        if _reaper is None or not _reaper.is_alive():
+            _reaper = threading.Thread(target=_reap, daemon=True, name="nova-db-idle-close")
+            _reaper.start()
     return engine
+
+
+def _reap() -> None:
+    """Close the pooled connections of every engine idle for IDLE_CLOSE_S (one thread per process)."""
+    tick = threading.Event()  # never set: its wait is a sleep that a test's patched time.sleep leaves alone
+    while True:
+        tick.wait(IDLE_CLOSE_S / 2)
+        with _engines_guard:
+            engines = [e for e in _engines if id(e) in _last_use]
+        now = time.monotonic()
+        for engine in engines:
+            pool = engine.pool
+            idle = getattr(pool, "checkedin", lambda: 0)()
+            if idle and now - _last_use.get(id(engine), now) >= IDLE_CLOSE_S:
+                try:
+                    engine.dispose(close=True)  # closes the idle ones; ones in use close when given back
+                except Exception:  # noqa: BLE001, S110 - tried again on the next round
+                    pass
 
 
 def release() -> None:

@@ -6,18 +6,22 @@ one, whose settings must not change."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import optuna
+import psycopg
 import pytest
 from optuna.trial import TrialState
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from benchmarks.fleet_pg import throwaway_server
 from benchmarks.harness.pg import SHARED
 from benchmarks.harness.specs import fake_spec
 from benchmarks.harness.workers import fake_engines, worker
-from nova_search.db import LevelStore, count_toward_budget
+from nova_search.db import LevelStore, StorageLock, count_toward_budget, open_storage
+from nova_search.db.connections import IDLE_CLOSE_S
 from nova_search.search import lifecycle as nova_study
 
 pytestmark = pytest.mark.postgres
@@ -80,3 +84,42 @@ def test_a_connection_refused_for_good_exits_5_at_once_naming_what_is_wrong(tmp_
         assert said in out
         assert "right-pw-0451" not in out and "wrong-pw-7734" not in out
         assert "Traceback" not in out
+
+
+def test_idle_connections_are_closed_and_workers_waiting_for_the_lock_hold_none():
+    """A worker holds no connection once it has been idle IDLE_CLOSE_S; 40 workers queueing for the
+    budget lock hold none between their tries (a blocking pg_advisory_lock held one each)."""
+    with throwaway_server(max_connections=20) as pg:
+        url = pg.create_database("nova")
+        storage = open_storage(url)
+        with psycopg.connect(pg.libpq(), autocommit=True) as monitor:
+
+            def held() -> int:
+                q = "SELECT count(*) FROM pg_stat_activity WHERE datname = 'nova'"
+                return int(monitor.execute(q).fetchone()[0])
+
+            with storage.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            time.sleep(IDLE_CLOSE_S * 3)
+            assert held() == 0
+            holder = StorageLock(storage.engine, "nova-search#budget")
+            peak = [0]
+            got: list[int] = []
+
+            def wait_for_lock(i: int) -> None:
+                with StorageLock(storage.engine, "nova-search#budget"):
+                    got.append(i)
+
+            with holder:
+                waiters = [threading.Thread(target=wait_for_lock, args=(i,)) for i in range(40)]
+                for t in waiters:
+                    t.start()
+                t_end = time.monotonic() + 3
+                while time.monotonic() < t_end:
+                    peak[0] = max(peak[0], held())
+                    time.sleep(0.05)
+            for t in waiters:
+                t.join(timeout=60)
+            assert sorted(got) == list(range(40))
+            assert peak[0] <= 6, f"{peak[0]} connections held while 40 workers waited for the lock"
+        storage.engine.dispose()

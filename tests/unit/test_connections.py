@@ -1,0 +1,42 @@
+"""The connection policy (db.connections): what each NOVA_DB_POOL_SIZE gives a server's engine, and a
+bad value refused naming the variable. Idle connections closed on a real server:
+tests/integration/test_connections_postgres.py."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from nova_search.db.connections import server_engine_kwargs
+from nova_search.errors import InputError
+
+PG = make_url("postgresql+psycopg://nova:pw@db/nova")
+
+
+def test_the_default_is_a_small_pool_bounded_with_a_connect_timeout(monkeypatch):
+    monkeypatch.delenv("NOVA_DB_POOL_SIZE", raising=False)
+    kw = server_engine_kwargs(PG)
+    assert (kw["pool_size"], kw["max_overflow"], kw["pool_timeout"]) == (2, 2, 30)
+    assert kw["connect_args"] == {"connect_timeout": 10}
+
+
+def test_zero_is_no_pool_and_n_is_a_pool_of_n(monkeypatch):
+    monkeypatch.setenv("NOVA_DB_POOL_SIZE", "0")
+    assert server_engine_kwargs(PG)["poolclass"] is NullPool
+    monkeypatch.setenv("NOVA_DB_POOL_SIZE", "4")
+    kw = server_engine_kwargs(PG)
+    assert (kw["pool_size"], kw["max_overflow"]) == (4, 0)
+
+
+def test_sqlite_keeps_its_own_pool(monkeypatch):
+    monkeypatch.setenv("NOVA_DB_POOL_SIZE", "0")
+    assert server_engine_kwargs(make_url("sqlite:///x.db")) == {"connect_args": {"timeout": 60}}
+
+
+@pytest.mark.parametrize("value", ["1", "-3", "two"])
+def test_a_pool_too_small_for_the_lock_and_the_ask_is_refused_naming_the_variable(monkeypatch, value):
+    monkeypatch.setenv("NOVA_DB_POOL_SIZE", value)
+    with pytest.raises(InputError) as e:
+        server_engine_kwargs(PG)
+    assert f"NOVA_DB_POOL_SIZE={value!r}" in str(e.value) and "at least 2" in str(e.value)
