@@ -87,6 +87,8 @@ SECRET_NAME = redact.SECRET_NAME
 #: flags nova sets per trial (``--config``: nova's API key file; a config file of the user's could set
 #: any flag, these included)
 GUARDED_FLAGS = ("--api-key", "--port", "--host", "--config")
+#: values that switch something on or off, never a secret (HF_HUB_DISABLE_IMPLICIT_TOKEN: "1")
+_SWITCHES = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off"})
 #: a value that is one ``${NAME}`` reference and nothing else
 _ONE_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
@@ -233,7 +235,7 @@ def env_problem(key: str, value: str) -> str | None:
     """Why ``engine.env.KEY: VALUE`` must not be written in a spec, or None: a secret by its name
     (``redact.secret_name``: not one ``${NAME}`` reference) or by what it holds (a URL with a password,
     a secret query parameter). Never quotes the value."""
-    if redact.secret_name(key) and not _ONE_REFERENCE.fullmatch(value):
+    if redact.secret_name(key) and not _ONE_REFERENCE.fullmatch(value) and value.lower() not in _SWITCHES:
         return (
             f"env.{key} looks like a secret, and the spec is stored with the study (dump, "
             f"dashboard): write it as '${{{key}}}' and set {key} in each worker's environment"

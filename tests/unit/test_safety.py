@@ -208,6 +208,7 @@ def test_a_secret_in_engine_env_is_recognised_by_name_or_by_value(key, value):
         ("HTTPS_PROXY", "http://proxy:3128"),
         ("DB_PASS", "${DB_PASS}"),
         ("TOKENIZERS_PARALLELISM", "false"),
+        ("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1"),  # a switch, not a secret
         ("VLLM_ATTENTION_BACKEND", "FLASHINFER"),
         ("HF_ENDPOINT", "https://hf.example/models?revision=main"),
     ],
