@@ -105,3 +105,27 @@ def test_a_read_only_sqlite_folder_is_named_without_a_traceback(read_only_folder
     assert f"cannot write the folder {read_only_folder}" in r.stderr, r.stderr
     assert "read-only file system" in r.stderr or "no permission" in r.stderr, r.stderr
     assert list(read_only_folder.iterdir()) == []
+
+
+def test_run_on_a_study_that_exists_runs_and_prints_its_stored_budget(tmp_path):
+    """Issue 40: `run --n-trials 5` on a study stored with a budget of 2 printed "budget 5" and ran 2.
+    The stored budget is the one every worker counts against: it is printed and run, a spec file with
+    another budget gets a note, and an explicit --n-trials that differs is refused before anything runs."""
+    import yaml
+
+    with fresh_database() as url:
+        nova_study.create(parse_spec(minimal_spec_dict(budget={"n_trials": 2})), url, "kept")
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(yaml.safe_dump(minimal_spec_dict(name="kept", budget={"n_trials": 6})))
+
+        refused = nova("run", str(spec), "--storage", url, "--n-trials", "5")
+        assert refused.returncode == ExitCode.BAD_INPUT, refused.stderr
+        assert "--n-trials 5: study 'kept' exists with a budget of 2 trials" in refused.stderr
+        assert optuna.load_study(study_name="kept", storage=url).get_trials()[0].state.name == "WAITING"
+
+        r = nova("run", str(spec), "--storage", url, "--artifacts-dir", str(tmp_path / "art"), timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "budget 2 trials" in r.stdout and "budget 6" not in r.stdout, r.stdout
+        assert "note: study kept exists: its stored budget (2 trials) is kept" in r.stderr, r.stderr
+        trials = optuna.load_study(study_name="kept", storage=url).get_trials()
+        assert len(trials) == 2 and all(t.state.name == "COMPLETE" for t in trials)
