@@ -117,3 +117,34 @@ def test_a_projected_study_says_so_everywhere(tmp_path):
         "--keep-synthetic-acceptance",
     )
     assert '"rejection_sample_method":"synthetic"' in kept and "synthetic acceptance kept" in kept
+
+
+def test_the_breakeven_driver_runs_abba_windows_on_the_standin(tmp_path):
+    """benchmarks/breakeven_h200.py, dry: the stand-in in place of vLLM (faster with a drafter), one
+    length, ABBA pairs against the resident tuned server, rows and the summary written."""
+    import subprocess
+    import sys
+
+    from tests.support.cli import REPO
+
+    out = tmp_path / "be"
+    argv = [
+        sys.executable, "-m", "benchmarks.breakeven_h200", "map",
+        "--serve-cmd", f"{sys.executable} -m benchmarks.harness.fake_engine", "--model", "fake",
+        "--method", "eagle3", "--drafter", "d", "--k", "3", "--levels", "1", "--pairs", "3",
+        "--input-len", "16", "--output-len", "32", "--requests-per-level", "4", "--lengths", "2.5",
+        "--out", str(out),
+    ]  # fmt: skip
+    env = {**__import__("os").environ, "FAKE_ENGINE_FAST_WITH": "--speculative-config"}
+    r = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (row,) = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()]
+    assert row["length"] == 2.5 and row["n"] == 3 and row["verdict"] == "verified_gain"
+    windows = [json.loads(x) for x in (out / "windows.jsonl").read_text().splitlines()]
+    assert [w["server"] for w in windows] == ["T", "D", "D", "T", "T", "D"]  # ABBA
+    servers = [json.loads(x) for x in (out / "servers.jsonl").read_text().splitlines()]
+    spec = json.loads(servers[1]["argv"][servers[1]["argv"].index("--speculative-config") + 1])
+    assert spec["rejection_sample_method"] == "synthetic" and spec["synthetic_acceptance_length"] == 2.5
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["break_even"][0]["text"] == "<= 2.5"
+    assert "Break-even map (projected)" in (out / "breakeven.md").read_text()
