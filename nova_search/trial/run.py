@@ -19,9 +19,11 @@ context has an artifact store), before the trial is told.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -76,6 +78,60 @@ def choose_config(
             raise TrialFailure("internal", f"a {role} baseline trial needs {whose} tuned configuration")
         return with_graph_sizes(spec, config)
     return with_graph_sizes(spec, sample(trial, spec, stage, base))
+
+
+#: errno values that say the host is in trouble, not the configuration: a full or read-only disk, a
+#: quota, no file descriptors left, an I/O error, a folder this user may not write
+HOST_ERRNOS = frozenset(
+    {
+        errno.ENOSPC,
+        errno.EROFS,
+        errno.EDQUOT,
+        errno.EMFILE,
+        errno.ENFILE,
+        errno.EIO,
+        errno.EACCES,
+        errno.EPERM,
+    }
+)
+#: bytes written (and synced, then removed) in the trial's folder before its boot, and again after a
+#: failure, to tell a full disk from a configuration that fails
+HOST_PROBE_BYTES = 1 << 20
+
+
+class HostFailure(TrialFailure):
+    """The host failed the trial (``HOST_ERRNOS``), not its configuration: the worker records it as
+    FAIL ``host``, queues the trial again (it does not count toward the budget) and stops."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__("host", message, log_tail)
+
+
+def host_errno(e: BaseException) -> str | None:
+    """``strerror (ENAME)`` when ``e`` is an OSError of the host's (``HOST_ERRNOS``), else None."""
+    if isinstance(e, OSError) and e.errno in HOST_ERRNOS:
+        return f"{os.strerror(e.errno)} ({errno.errorcode[e.errno]})"
+    return None
+
+
+def host_problem(folder: Path) -> str | None:
+    """What is wrong with the host where a trial writes (``folder``), None when nothing is: the folder
+    is made, ``HOST_PROBE_BYTES`` written to a file in it and synced, the file removed."""
+    tmp = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".nova-probe-", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            f.write(bytes(HOST_PROBE_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        why = host_errno(e)
+        return None if why is None else f"cannot write in {folder}: {why}"
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+    return None
 
 
 def trial_timeout_s(spec: StudySpec) -> float:
@@ -177,6 +233,9 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
 
     deadline = TrialDeadline(trial_timeout_s(spec), server)
     try:
+        problem = host_problem(log_path.parent)
+        if problem is not None:
+            raise HostFailure(problem)
         # this slot's GPUs, held on the host until its last server stops (another worker given the
         # same --gpus waits its turn): within the trial's deadline
         slot.hold_gpus(deadline.seconds)
@@ -218,13 +277,17 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         if deadline.expired.is_set():
             raise deadline.failure()
     except TrialFailure as e:
+        if not isinstance(e, HostFailure) and not ctx.cancel.is_set():
+            problem = host_problem(log_path.parent)  # a full disk fails servers as a bad flag would
+            if problem is not None:
+                e = HostFailure(f"{problem} (the trial saw {e.reason}: {e.message})", e.log_tail)
         if ctx.cancel.is_set():
             e = TrialFailure("interrupted", "the worker was interrupted", e.log_tail)
         elif deadline.expired.is_set() and e.reason != "timeout":
             e = TrialFailure("timeout", f"{deadline.failure().message} ({e.reason}: {e.message})", e.log_tail)
         never_up = "boot_s" not in timing
         state = "PRUNED" if never_up and e.reason in UNLAUNCHABLE_REASONS else "FAIL"
-        _record_failure(trial, ctx, e.reason, e.message, e.log_tail or tail(log_path), state)
+        _record_failure(trial, ctx, e.reason, e.message, e.log_tail or _tail(log_path), state)
         if state == "PRUNED":
             _unlaunchable(trial, ctx)
             raise optuna.TrialPruned(f"{e.reason}: {e.message}") from None
@@ -232,6 +295,13 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     except KeyboardInterrupt:
         _record_failure(trial, ctx, "interrupted", "the worker was interrupted", tail(log_path))
         raise
+    except OSError as e:
+        why = host_errno(e)
+        if why is None or deadline.expired.is_set():
+            raise
+        failure = HostFailure(f"{type(e).__name__}: {why}: {e.filename or ''}".rstrip(": "))
+        _record_failure(trial, ctx, failure.reason, failure.message, _tail(log_path))
+        raise failure from None
     except Exception:
         if not deadline.expired.is_set():
             raise
@@ -261,6 +331,14 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     summary += f" · {confirmed}" if confirmed else ""
     _set(trial, ctx, schema.SUMMARY, summary)
     return result
+
+
+def _tail(log_path: Path) -> str:
+    """The server log's tail; empty when it cannot be read (a host problem)."""
+    try:
+        return tail(log_path)
+    except OSError:
+        return ""
 
 
 def _requests_done(ctx: TrialContext, number: int, before: int) -> Callable[[int], None]:

@@ -60,7 +60,7 @@ from nova_search.db import (
     storage_retry_s,
 )
 from nova_search.db.budget import REFUSED_REASON as REFUSED
-from nova_search.db.heartbeat import Heartbeat, fail_orphans, fail_stale
+from nova_search.db.heartbeat import Heartbeat, fail_orphans, fail_stale, requeue
 from nova_search.db.stages import stage_plan
 from nova_search.engine.command import engine_prefix, unresolved_references
 from nova_search.errors import EngineError, SpecError, TrialFailure
@@ -72,7 +72,7 @@ from nova_search.search.lifecycle import load, next_stage, stage_done
 from nova_search.search.sampler import FittingSampler
 from nova_search.spec import StudySpec
 from nova_search.trial.context import NullReporter, Reporter, TrialContext, TrialEnd
-from nova_search.trial.run import choose_config, run_trial
+from nova_search.trial.run import HostFailure, choose_config, run_trial
 from nova_search.trial.slot import Slot
 from nova_search.worker.placement import NoSlot, Placement, ask_fitting, place, queued_gpus
 
@@ -429,6 +429,17 @@ def _run_one(
             state = TrialState.COMPLETE
     except optuna.TrialPruned:
         state = TrialState.PRUNED
+    except HostFailure as e:
+        # the host's fault, not the configuration's: the trial is queued again (not counted) and this
+        # worker stops rather than fail every trial of the budget the same way
+        with signals_deferred():
+            _tell(study, trial, TrialState.FAIL, None, window)
+        _best_effort(lambda: retrying(lambda: _requeue(study, trial), window, "queue a trial again in"))
+        _report_end(study, trial, ctx.reporter)
+        raise HostProblem(
+            f"host problem on {socket.gethostname()}: {e.message}; trial {trial.number} is queued again "
+            "(not counted toward the budget) and this worker stops: fix the host, then start it again"
+        ) from None
     except TrialFailure:
         state = TrialState.FAIL
     except KeyboardInterrupt:
@@ -459,6 +470,14 @@ def _run_one(
             opts.on_trial_done(study, frozen)
         except Exception as e:  # noqa: BLE001 - a view of the study never costs the study
             log.warning("after trial %s: %s: %s", trial.number, type(e).__name__, e)
+
+
+class HostProblem(EngineError):
+    """The host failed a trial (a full disk, say): the worker stops (exit 1), the trial queued again."""
+
+
+def _requeue(study: optuna.Study, trial: optuna.Trial) -> None:
+    requeue(study, rdb_storage(study).get_trial(trial._trial_id))
 
 
 def _finished_elsewhere(study: optuna.Study, trial: optuna.Trial, window: float) -> bool:
