@@ -21,6 +21,8 @@ without a profile, runs a short load and reads L from /metrics.
     # a real drafter's acceptance (trained weights), added to the folder's summary
     python3 -m benchmarks.breakeven_h200 measure --model M --drafter D --method eagle3 --k 3 \\
         --tuned-flags "..." --out $OUT/breakeven-eagle3-k3
+    # the map from a nova study that searched acceptance: {lengths: {low, high}} with confirm
+    python3 -m benchmarks.breakeven_h200 study --storage URL --study NAME --out DIR
     # the table, plot and k schedule from one or more folders (several k: the best k per level)
     python3 -m benchmarks.breakeven_h200 summarize $OUT/breakeven-eagle3-k3 $OUT/breakeven-eagle3-k5 --at 2.6
 
@@ -269,6 +271,18 @@ def measure_cmd(args: argparse.Namespace) -> None:
     print(json.dumps(row))
 
 
+def study_cmd(args: argparse.Namespace) -> None:
+    """The map from a nova study whose drafter searched ``acceptance: {lengths: {low, high}}`` (with
+    ``confirm``: each trial paired with the resident tuned leader): its rows, then ``summarize``."""
+    from nova_search.results.load import load_results
+    from nova_search.results.speculation import breakeven_rows
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = breakeven_rows(load_results(args.study, args.storage))
+    (args.out / "rows.jsonl").write_text("".join(json.dumps(r.as_dict()) + "\n" for r in rows))
+    summarize([args.out], args.at)
+
+
 def summarize(folders: list[Path], at: float | None, out: Path | None = None) -> dict:
     from nova_search.report.breakeven_map import breakeven_figure, breakeven_markdown
 
@@ -341,6 +355,11 @@ def main(argv: list[str] | None = None) -> None:
             s.add_argument("--high", type=float, default=None, help="default k + 1")
             s.add_argument("--tolerance", type=float, default=0.25)
             s.add_argument("--max-boots", type=int, default=6)
+    s = sub.add_parser("study", help="the map from a nova study that searched acceptance lengths")
+    s.add_argument("--storage", required=True)
+    s.add_argument("--study", required=True)
+    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--at", type=float, default=None)
     s = sub.add_parser("summarize")
     s.add_argument("folders", type=Path, nargs="+")
     s.add_argument("--at", type=float, default=None, help="acceptance length of the k schedule")
@@ -349,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
         map_cmd(args)
     elif args.cmd == "measure":
         measure_cmd(args)
+    elif args.cmd == "study":
+        study_cmd(args)
     else:
         summarize(args.folders, args.at)
 

@@ -118,6 +118,21 @@ def test_a_projected_study_says_so_everywhere(tmp_path):
     )
     assert '"rejection_sample_method":"synthetic"' in kept and "synthetic acceptance kept" in kept
 
+    # the break-even rows of the study (results.speculation.breakeven_rows), through the driver
+    import subprocess
+    import sys
+
+    from tests.support.cli import REPO
+
+    out = tmp_path / "map"
+    argv = [sys.executable, "-m", "benchmarks.breakeven_h200", "study", "--storage", url, "--study", "proj"]
+    r = subprocess.run([*argv, "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert {(p["method"], p["k"]) for p in summary["break_even"]} == {("draft_model", 3)}
+    assert {g[0] for p in summary["break_even"] for g in p["gains"]} == {2.5}  # the length asked
+    assert sorted(p["concurrency"] for p in summary["break_even"]) == [1, 2]
+
 
 def test_the_breakeven_driver_runs_abba_windows_on_the_standin(tmp_path):
     """benchmarks/breakeven_h200.py, dry: the stand-in in place of vLLM (faster with a drafter), one

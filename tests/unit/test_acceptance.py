@@ -240,3 +240,21 @@ def test_gain_row_and_counters() -> None:
     assert r.verified and r.diff_pct is not None and r.diff_pct > 35
     assert acceptance_length(160, 100) == pytest.approx(2.6)
     assert acceptance_length(5, 0) is None
+
+
+def test_tpe_draws_the_searched_length_in_range(tiny_raw: dict[str, Any]) -> None:
+    spec = spec_with(tiny_raw, {"eagle3": {"lengths": {"low": 1.5, "high": 3.5}}})
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0, n_startup_trials=3))
+    seen = set()
+    for _ in range(6):
+        trial = study.ask()
+        config = sample(trial, spec)
+        length = config.speculative.acceptance_length if config.speculative else None
+        if trial.params["spec_method"] == "eagle3":
+            assert length is not None and 1.5 <= length <= 3.5
+            assert projection.label(config) == f"projected at acceptance L={length:.3g}"
+            seen.add(length)
+        else:
+            assert length is None and "acceptance_length" not in trial.params
+        study.tell(trial, float(length or 1.0))
+    assert seen
