@@ -248,6 +248,8 @@ ROWS: list[Row] = [
     Row("env-value-100k-set", "engine.env: the value of A is 100000 characters long", None, sets("engine.env.A=" + "x" * 100000)),
     Row("command-100k", "engine.command: item 1 is 100000 characters long", at("engine.command", ["vllm", "x" * 100000])),
     Row("extra-arg-40k", "engine.extra_args: item 0 is 40000 characters long; at most 32768", at("engine.extra_args", ["x" * 40000])),
+    Row("many-long-args-bad-host", "engine.host: '' is not an address", at("engine", {**TINY["engine"], "extra_args": ["x" * 32000] * 25, "host": ""})),
+    Row("many-long-env-bad-name", "engine.env: 'A=B' is not an environment variable name", at("engine.env", {**{f"V{i}": "x://" + "y" * 32000 for i in range(25)}, "A=B": "x"})),
     # ---- cores
     Row("cpus-65535", "engine.cpus: core 65535 is above 4095", at("engine.cpus", [65535]), pg=True),
     Row("cpus-4096", "engine.cpus: core 4096 is above 4095", at("engine.cpus", [0, 4096])),
