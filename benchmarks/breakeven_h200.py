@@ -280,14 +280,19 @@ def study_cmd(args: argparse.Namespace) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = breakeven_rows(load_results(args.study, args.storage))
     (args.out / "rows.jsonl").write_text("".join(json.dumps(r.as_dict()) + "\n" for r in rows))
-    summarize([args.out], args.at)
+    summarize([args.out], args.at, given=args.measured)
 
 
-def summarize(folders: list[Path], at: float | None, out: Path | None = None) -> dict:
+def summarize(
+    folders: list[Path], at: float | None, out: Path | None = None, given: list[str] | None = None
+) -> dict:
     from nova_search.report.breakeven_map import breakeven_figure, breakeven_markdown
 
     rows = [r for f in folders for r in _rows(f)]
     measured = []
+    for text in given or ():  # METHOD:K:L, e.g. a study's spec_mean_acceptance_length of a real drafter
+        method, k, length = text.split(":")
+        measured.append((method, int(k), float(length)))
     for f in folders:
         p = f / "measured.json"
         if p.exists() and (m := json.loads(p.read_text()))["length"] is not None:
@@ -360,9 +365,11 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--study", required=True)
     s.add_argument("--out", type=Path, required=True)
     s.add_argument("--at", type=float, default=None)
+    s.add_argument("--measured", action="append", help="METHOD:K:L, a real drafter's acceptance to place")
     s = sub.add_parser("summarize")
     s.add_argument("folders", type=Path, nargs="+")
     s.add_argument("--at", type=float, default=None, help="acceptance length of the k schedule")
+    s.add_argument("--measured", action="append", help="METHOD:K:L, a real drafter's acceptance to place")
     args = p.parse_args(argv)
     if args.cmd == "map":
         map_cmd(args)
@@ -371,7 +378,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.cmd == "study":
         study_cmd(args)
     else:
-        summarize(args.folders, args.at)
+        summarize(args.folders, args.at, given=args.measured)
 
 
 if __name__ == "__main__":
