@@ -304,6 +304,8 @@ def _config_block(t: Any) -> list[str]:
     spec = d.get("speculative")
     if spec:
         lines.append("speculative: " + ", ".join(f"{k}={v}" for k, v in spec.items() if v is not None))
+    if projected := getattr(t, "projected", None):  # synthetic acceptance: its figures are projections
+        lines.insert(0, f"PROJECTED ({projected}): a projection, not a measurement of the drafter")
     return lines or ["vLLM defaults"]
 
 

@@ -44,6 +44,9 @@ def test_a_projected_study_says_so_everywhere(tmp_path):
     env = {"FAKE_ENGINE_ITL_S": "0.004"}
     r = nova("run", str(spec), "--storage", url, "--artifacts-dir", str(tmp_path / "art"), env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # the worker's progress lines and final tables
+    assert "projected_at_acceptance=2.5" in r.stdout + r.stderr
+    assert f"PROJECTED ({LABEL})" in r.stdout + r.stderr
 
     # the engine was given the profile
     spec_study = optuna.load_study(study_name="proj.speculative", storage=url)
