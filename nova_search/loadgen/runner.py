@@ -387,8 +387,10 @@ async def run_share(
         start = time.perf_counter()
         cpu0 = time.process_time()
         deadline = t0 + plan.duration_s if plan.duration_s is not None else None
-        # the level's error budget, shared out: a share abandons once its own part is spent
-        budget = ErrorBudget(None if plan.max_errors is None else plan.max_errors // share.of)
+        # the level's error budget: a share abandons once its own failures pass the whole level's
+        # budget (the level fails then whatever the other shares do; a share's part of it would fail
+        # levels that pass, the failures spread unevenly)
+        budget = ErrorBudget(plan.max_errors)
         if isinstance(plan.arrival, PoissonArrival):
             records = await _poisson(
                 pool,
