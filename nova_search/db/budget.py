@@ -21,7 +21,8 @@ which pins a server connection for the length of a transaction. At most ``LOCK_Q
 for it on an open connection (each first takes one of ``LOCK_QUEUE`` queue places, themselves
 advisory locks, with ``pg_try_advisory_xact_lock``, then blocks on the lock: the lock passes to the
 next one at once). The others close their connection and try again after a short jittered wait
-(``LOCK_FIRST_WAIT_S`` doubling to ``LOCK_MAX_WAIT_S``): 200 workers waiting for the lock hold
+(``LOCK_FIRST_WAIT_S`` doubling to ``LOCK_MAX_WAIT_S``), their connection closed, not pooled: 200
+workers waiting for the lock hold
 ``LOCK_QUEUE`` connections, not 200 (a blocking ``pg_advisory_lock`` held one each: at 200 workers,
 twice PostgreSQL's default ``max_connections``).
 
@@ -58,7 +59,7 @@ _local_guard = threading.Lock()
 LOCK_QUEUE = 3
 #: a worker that found the lock and its queue full tries again after this, doubling up to LOCK_MAX_WAIT_S
 LOCK_FIRST_WAIT_S = 0.02
-LOCK_MAX_WAIT_S = 0.5
+LOCK_MAX_WAIT_S = 1.0
 
 #: the reason (``schema.REASON``) of a trial whose configuration was refused before launch
 REFUSED_REASON = "incompatible"
@@ -153,6 +154,7 @@ class StorageLock:
                         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": self.key})
                         return conn
                 conn.rollback()
+                conn.invalidate()  # closed for good, not kept in the pool: a worker waiting holds nothing
             except BaseException:
                 conn.close()
                 raise

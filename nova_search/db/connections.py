@@ -3,16 +3,19 @@
 
 The policy, for a database server (PostgreSQL):
 
-- **No idle connection is kept.** Every engine nova builds (Optuna's storage, the level store) has a
-  small bounded pool (``pool_size`` 2, ``max_overflow`` 2: the budget lock and the ask under it hold
-  two at once) whose connections are closed once they have been idle for ``IDLE_CLOSE_S`` (0.5 s) by
-  one reaper thread per process. A burst of calls (the ask under the lock, the writes at a trial's
-  end) reuses one or two connections; a worker whose trial runs between heartbeats, or that waits for
-  the lock or for the database, holds none. With a pool that keeps its connections, idle workers hold
-  ``pool_size`` each whatever they do: 200 workers at one each would need 200 of PostgreSQL's default
-  100, and before this policy a worker held up to 6.
-- ``NOVA_DB_POOL_SIZE=0``: no pool at all (SQLAlchemy's ``NullPool``: a connection per transaction,
-  closed at its end); ``NOVA_DB_POOL_SIZE=N`` (N >= 2): a pool of N, ``max_overflow`` 0, same idle close.
+- **No idle connection is kept** (the default). Every engine nova builds (Optuna's storage, the level
+  store) uses SQLAlchemy's ``NullPool``: a connection is opened for one transaction and closed at its
+  end. A worker holds a connection only while a statement runs, plus one for the budget lock while it
+  counts and asks; none while its trial runs between heartbeats, none while it waits for the lock
+  (``db.budget``) or for the database. A pool keeps its connections while the worker does nothing
+  with them: before this policy a worker held up to 6 (Optuna's 5 + 10, the lock, the level store),
+  and even a pool of one per worker would need 200 of PostgreSQL's default 100 for 200 workers. The
+  price is a connection set-up per transaction (a forked backend on the server: the fleet benchmark
+  measures it).
+- ``NOVA_DB_POOL_SIZE=N`` (N >= 2, since the budget lock and the ask under it hold two): a pool of at
+  most N per engine (``max_overflow`` 0, a 30 s ``pool_timeout``) whose connections are closed once
+  the engine has been idle for ``IDLE_CLOSE_S``, by one reaper thread per process. For a server behind
+  PgBouncer, or a small fleet on a large server. ``NOVA_DB_POOL_SIZE=0`` is the default.
 - **Nothing is held while waiting**: every engine is disposed before a backoff sleep (``release``).
 - **A connection attempt is bounded**: ``connect_timeout`` 10 s, so a black-holed address fails
   (and is retried) instead of hanging.
@@ -39,9 +42,6 @@ from nova_search.errors import InputError
 CONNECT_TIMEOUT_S = 10
 #: how long a worker waits for one of its own pooled connections
 POOL_TIMEOUT_S = 30
-#: the default pool: two connections (the budget lock and the ask under it), two more in a burst
-DEFAULT_POOL_SIZE = 2
-DEFAULT_OVERFLOW = 2
 #: a pooled connection idle for this long is closed
 IDLE_CLOSE_S = 0.5
 #: the environment variable that chooses a bounded pool instead of none
@@ -51,19 +51,17 @@ _engines: weakref.WeakSet[Engine] = weakref.WeakSet()
 _engines_guard = threading.Lock()
 
 
-def pool_size() -> int | None:
-    """NOVA_DB_POOL_SIZE: unset, the default pool; 0, no pool; N >= 2, a pool of at most N."""
-    raw = os.environ.get("NOVA_DB_POOL_SIZE", "").strip()
-    if not raw:
-        return None
+def pool_size() -> int:
+    """NOVA_DB_POOL_SIZE: 0 (the default), no pool; N >= 2, a pool of at most N per engine."""
+    raw = os.environ.get("NOVA_DB_POOL_SIZE", "0").strip() or "0"
     try:
         size = int(raw)
     except ValueError:
         size = -1
     if size != 0 and size < 2:
         raise InputError(
-            f"{POOL_ENV}={raw!r}: give 0 (no pool: a connection per transaction) or a whole number of at "
-            "least 2 (the budget lock and the ask under it hold two connections at once); unset, 2 + 2"
+            f"{POOL_ENV}={raw!r}: give 0 (no pool: a connection per transaction, the default) or a whole "
+            "number of at least 2 (the budget lock and the ask under it hold two connections at once)"
         )
     return size
 
@@ -77,8 +75,6 @@ def server_engine_kwargs(url: URL) -> dict[str, Any]:
     if size == 0:
         kwargs["pool_pre_ping"] = False  # every connection is new: nothing stale to ping
         kwargs["poolclass"] = NullPool
-    elif size is None:
-        kwargs.update(pool_size=DEFAULT_POOL_SIZE, max_overflow=DEFAULT_OVERFLOW, pool_timeout=POOL_TIMEOUT_S)
     else:
         kwargs.update(pool_size=size, max_overflow=0, pool_timeout=POOL_TIMEOUT_S)
     if url.get_backend_name() == "postgresql":

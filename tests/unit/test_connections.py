@@ -14,19 +14,17 @@ from nova_search.errors import InputError
 PG = make_url("postgresql+psycopg://nova:pw@db/nova")
 
 
-def test_the_default_is_a_small_pool_bounded_with_a_connect_timeout(monkeypatch):
+def test_the_default_is_no_pool_with_a_connect_timeout(monkeypatch):
     monkeypatch.delenv("NOVA_DB_POOL_SIZE", raising=False)
     kw = server_engine_kwargs(PG)
-    assert (kw["pool_size"], kw["max_overflow"], kw["pool_timeout"]) == (2, 2, 30)
+    assert kw["poolclass"] is NullPool and kw["pool_pre_ping"] is False
     assert kw["connect_args"] == {"connect_timeout": 10}
 
 
-def test_zero_is_no_pool_and_n_is_a_pool_of_n(monkeypatch):
-    monkeypatch.setenv("NOVA_DB_POOL_SIZE", "0")
-    assert server_engine_kwargs(PG)["poolclass"] is NullPool
+def test_n_is_a_pool_of_n_and_no_overflow(monkeypatch):
     monkeypatch.setenv("NOVA_DB_POOL_SIZE", "4")
     kw = server_engine_kwargs(PG)
-    assert (kw["pool_size"], kw["max_overflow"]) == (4, 0)
+    assert (kw["pool_size"], kw["max_overflow"], kw["pool_timeout"]) == (4, 0, 30)
 
 
 def test_sqlite_keeps_its_own_pool(monkeypatch):
