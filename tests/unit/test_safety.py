@@ -233,14 +233,16 @@ def test_one_line_escapes_every_line_break():
 
 
 def test_a_server_that_misses_its_boot_deadline_leaves_no_key_in_its_tail_or_log(tmp_path):
-    """The stand-in prints the key it read from --config (as vLLM 0.26 does), then takes 5 s to listen:
-    the 1 s deadline passes. The tail stored on the trial, and the log file, hold the key masked."""
+    """The stand-in prints the key it read from --config (as vLLM 0.26 does), then takes 60 s to listen:
+    the 6 s deadline passes (long enough for the stand-in to start and print on a loaded machine; with
+    1 s it had printed nothing yet under a load average of 18). The tail stored on the trial, and the
+    log file, hold the key masked."""
     key = new_api_key()
     engine = EngineSpec(
-        command=[sys.executable, "-m", FAKE_ENGINE], device="cpu", env={"FAKE_ENGINE_BOOT_S": "5"}
+        command=[sys.executable, "-m", FAKE_ENGINE], device="cpu", env={"FAKE_ENGINE_BOOT_S": "60"}
     )
     plan = build_launch(engine, ModelSpec(path="m"), EngineConfig(), port=free_port(), api_key=key)
-    server = Server(plan, tmp_path / "server.log", boot_timeout_s=1.0, poll_interval_s=0.1)
+    server = Server(plan, tmp_path / "server.log", boot_timeout_s=6.0, poll_interval_s=0.1)
     with pytest.raises(TrialFailure) as e:
         with server:
             pass
