@@ -304,10 +304,13 @@ def _pool_policy() -> str:
         from nova_search.db import connections
     except ImportError:
         return "none (Optuna's QueuePool 5 + 10 per engine)"
+    from nova_search.db import budget
+
+    lock = f"; lock queue {budget.LOCK_QUEUE}, retries up to {budget.LOCK_MAX_WAIT_S:g} s"
     size = connections.pool_size()
     if size == 0:
-        return "NullPool (a connection per transaction)"
-    return f"pool {size}+0, idle closed after {connections.IDLE_CLOSE_S} s"
+        return "NullPool (a connection per transaction)" + lock
+    return f"pool {size}+0, idle closed after {connections.IDLE_CLOSE_S} s" + lock
 
 
 def _pct(values: list[float], q: float) -> float | None:

@@ -92,7 +92,7 @@ def test_idle_connections_are_closed_and_workers_waiting_for_the_lock_hold_none(
     it has been idle IDLE_CLOSE_S; 40 workers queueing for the budget lock hold at most the queue's
     places between their tries (a blocking pg_advisory_lock held one each)."""
     monkeypatch.setenv("NOVA_DB_POOL_SIZE", pool)
-    with throwaway_server(max_connections=20) as pg:
+    with throwaway_server(max_connections=50) as pg:
         url = pg.create_database("nova")
         storage = open_storage(url)
         with psycopg.connect(pg.libpq(), autocommit=True) as monitor:
@@ -128,6 +128,6 @@ def test_idle_connections_are_closed_and_workers_waiting_for_the_lock_hold_none(
             for t in waiters:
                 t.join(timeout=60)
             assert sorted(got) == list(range(40))
-            # the holder, the 3 queue places, and the tries in flight (a blocking lock: 41)
-            assert peak[0] <= 15, f"{peak[0]} connections held while 40 workers waited for the lock"
+            # the holder, the 16 queue places, and the tries in flight (a blocking lock: 41)
+            assert peak[0] <= 28, f"{peak[0]} connections held while 40 workers waited for the lock"
         storage.engine.dispose()
