@@ -32,7 +32,12 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
 
 class UnreadableFile(OSError):
     """A file nova will not read: not a regular file (a FIFO, a device, a directory), or larger than
-    the bound for its kind. Its message names the file and says why."""
+    the bound for its kind. Its message names the file and says why; ``kind`` says what it is when it
+    is not a regular file ("a FIFO (named pipe)"), None when it is too large."""
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 #: the bounds on what nova reads (bytes): a model's config.json, a tokenizer.json (large vocabularies
@@ -63,14 +68,14 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     p = Path(path)
     st = os.stat(p)
     if not stat.S_ISREG(st.st_mode):
-        raise UnreadableFile(f"{p} is {_kind(st.st_mode)}, not a regular file")
+        raise UnreadableFile(f"{p} is {_kind(st.st_mode)}, not a regular file", _kind(st.st_mode))
     if st.st_size > limit:
         raise UnreadableFile(f"{p} is larger than {_size(limit)} ({_size(st.st_size)})")
     fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     try:
         mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise UnreadableFile(f"{p} is {_kind(mode)}, not a regular file")
+        if not stat.S_ISREG(mode):  # swapped between the stat and the open
+            raise UnreadableFile(f"{p} is {_kind(mode)}, not a regular file", _kind(mode))
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(limit + 1)
     finally:

@@ -20,8 +20,6 @@ traceback.
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ import yaml
 from pydantic import ValidationError
 
 from nova_search.errors import SpecError
+from nova_search.files import UnreadableFile, read_bounded
 from nova_search.spec.study import StudySpec
 
 #: the largest spec file read
@@ -146,53 +145,26 @@ def read_yaml(text: str, what: str) -> Any:
 
 def read_spec_text(path: Path) -> str:
     """The spec file's text: a regular file of at most MAX_SPEC_BYTES, UTF-8. SpecError naming the
-    file otherwise. A FIFO or a device is refused before it is opened (``stat`` first), and the file
-    is opened with O_NONBLOCK, so a file swapped for a FIFO after the check never blocks either."""
+    file otherwise. Read with ``files.read_bounded``: a FIFO or a device is refused before it is opened
+    and the file is opened with O_NONBLOCK, so a file swapped for a FIFO after the check never blocks."""
     try:
-        st = path.stat()
+        data = read_bounded(path, MAX_SPEC_BYTES)
+    except UnreadableFile as e:
+        if e.kind is None:  # over the bound
+            raise SpecError(
+                f"{path}: a spec is at most {MAX_SPEC_BYTES // 1024} KiB (this file is larger)"
+            ) from None
+        raise SpecError(f"{path}: {e.kind}, not a regular file; give the spec file itself") from None
     except OSError as e:
         raise SpecError(f"cannot read spec {path}: {e.strerror or e}") from None
     except ValueError:  # an embedded NUL byte in the path
         raise SpecError(f"cannot read spec {path!r}: the path holds a NUL byte") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise SpecError(f"{path}: {_kind_of(st.st_mode)}, not a regular file; give the spec file itself")
-    if st.st_size > MAX_SPEC_BYTES:
-        raise SpecError(f"{path}: a spec is at most {MAX_SPEC_BYTES // 1024} KiB (this file is larger)")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError as e:
-        raise SpecError(f"cannot read spec {path}: {e.strerror or e}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):  # swapped between the stat and the open
-            raise SpecError(f"{path}: {_kind_of(mode)}, not a regular file; give the spec file itself")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_SPEC_BYTES + 1)
-    except OSError as e:
-        raise SpecError(f"cannot read spec {path}: {e.strerror or e}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_SPEC_BYTES:
-        raise SpecError(f"{path}: a spec is at most {MAX_SPEC_BYTES // 1024} KiB (this file is larger)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise SpecError(
             f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); save it as UTF-8"
         ) from None
-
-
-def _kind_of(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
