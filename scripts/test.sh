@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The tests, in tiers by cost (the markers in pyproject.toml). Installs what it needs first (scripts/setup.sh).
 #   bash scripts/test.sh [PYTEST ARGS]        unit, stand-in and PostgreSQL tests (minutes)
-#   bash scripts/test.sh --all [PYTEST ARGS]  every tier: adds the real vLLM engine, headless Chromium and
-#                                             the committed results under benchmarks/results/ (CI, .ci/run)
+#   bash scripts/test.sh --all [PYTEST ARGS]  every tier: adds the fault-injection suite, the real vLLM
+#                                             engine, headless Chromium and the committed results under
+#                                             benchmarks/results/ (CI, .ci/run)
 # PostgreSQL: NOVA_TEST_PG (default postgresql+psycopg://postgres@127.0.0.1:5432/test) must be reachable.
 #
 # Up to three pytest runs, each given PYTEST ARGS (a -m of yours takes the tier's place in each):
 #   1. the tests marked serial, alone: they bound a timing (a schedule's lag, a CPU-bound client), and
 #      other tests running beside them would be what they measure;
-#   2. the rest of the default tier on NOVA_TEST_WORKERS pytest-xdist workers (default 3, or -n N; 0: all
+#   2. the rest of the default tier (with --all, the faults tier too) on NOVA_TEST_WORKERS pytest-xdist workers (default 3, or -n N; 0: all
 #      in one process). Most of these tests wait (stand-in engines booting, heartbeats, grace periods,
 #      worker subprocesses): three at a time keep 2 cores busy, not overloaded. Each worker counts only
 #      its own stand-in engines and keeps a file of tests sharing a module fixture (tests/conftest.py);
@@ -81,7 +82,7 @@ if [ -n "$user_tier" ]; then
 elif $all; then
   tier=""
 else
-  tier="not ($heavy)"
+  tier="not ($heavy) and not faults"  # the faults tier waits on workers like the default tier: --all runs it beside it
 fi
 # "A and B" where A may be empty
 both() { if [ -n "$1" ]; then echo "$1 and $2"; else echo "$2"; fi; }

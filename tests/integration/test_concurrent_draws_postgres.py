@@ -16,7 +16,7 @@ from benchmarks.harness.specs import fake_spec
 from benchmarks.harness.workers import fake_engines, worker
 from nova_search.search import lifecycle as nova_study
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
 
 
 def _configs(url: str) -> list[str]:

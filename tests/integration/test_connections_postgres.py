@@ -24,7 +24,7 @@ from nova_search.db import LevelStore, StorageLock, count_toward_budget, open_st
 from nova_search.db.connections import IDLE_CLOSE_S
 from nova_search.search import lifecycle as nova_study
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
 
 
 def test_four_workers_on_a_server_of_twelve_connections_all_finish_their_budget(tmp_path):

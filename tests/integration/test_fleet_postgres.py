@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.fleet_scale import fleet, parser
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
 
 
 def test_eight_workers_one_killed_process_exact_budget_no_duplicates_no_hang():

@@ -23,7 +23,7 @@ from nova_search.models.tiny import build_tokenizer
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
 
 
 def _run_worker(url: str, tmp_path: Path, timeout: float = 30) -> tuple[int | None, str, float]:

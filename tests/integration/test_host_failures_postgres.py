@@ -24,7 +24,7 @@ from nova_search.db import count_toward_budget
 from nova_search.search import lifecycle as nova_study
 from tests.support import REPO
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
 
 
 def _worker_on_a_full_disk(url: str, disk: Path) -> subprocess.CompletedProcess[str]:

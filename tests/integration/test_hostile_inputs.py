@@ -35,7 +35,11 @@ import yaml
 from benchmarks.harness.pg import fresh_database
 from tests.support import REPO
 
-pytestmark = [pytest.mark.postgres, pytest.mark.serial]  # serial: it bounds how long a refusal takes
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.serial,
+    pytest.mark.faults,
+]  # serial: it bounds how long a refusal takes
 
 TINY: dict[str, Any] = yaml.safe_load((REPO / "studies" / "tiny-cpu.yaml").read_text())
 TINY_TEXT = (REPO / "studies" / "tiny-cpu.yaml").read_text()

@@ -24,7 +24,7 @@ from nova_search.db import count_toward_budget, open_storage
 from nova_search.db.heartbeat import fail_orphans
 from nova_search.search import lifecycle as nova_study
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
 
 FAST_HEARTBEATS = {"NOVA_HEARTBEAT_INTERVAL": "1", "NOVA_GRACE_PERIOD": "3"}
 #: a trial of the stand-in that lasts several seconds (16 requests of 16 tokens at 50 ms a token)

@@ -39,7 +39,7 @@ from nova_search import schema
 from tests.support import REPO
 from tests.support.cli import nova
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
 
 #: what is planted -> its value (each unique, so that a find names its source)
 SECRETS = {
