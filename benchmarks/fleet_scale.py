@@ -326,7 +326,7 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
 
     from benchmarks.fleet_pg import throwaway_server
     from nova_search import schema
-    from nova_search.db import count_toward_budget
+    from nova_search.db import count_toward_budget, open_storage, retrying
     from nova_search.search import lifecycle as nova_study
     from nova_search.spec import parse_spec
 
@@ -347,6 +347,10 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
     with throwaway_server(max_connections=args.max_connections) as pg, tempfile.TemporaryDirectory() as tmp:
         url = pg.create_database("fleet")
         nova_study.create(parse_spec(fleet_spec_dict(budget)), url, STUDY)
+        # the harness's own reads: one storage, no idle connection (``optuna.load_study(url)`` would
+        # build an engine with a pool of its own on every look, each holding a connection until
+        # collected: on a loaded machine they filled the server before the workers did)
+        reader = open_storage(url, read_only=True)
         monitor = _Monitor(pg.libpq("postgres"), "fleet")  # not in the fleet database: its counts stay clean
         monitor.start()
         env = {
@@ -391,7 +395,7 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
             if time.monotonic() >= next_look:
                 next_look += 15
                 try:
-                    done = optuna.load_study(study_name=STUDY, storage=url).get_trials(
+                    done = optuna.load_study(study_name=STUDY, storage=reader).get_trials(
                         deepcopy=False, states=(TrialState.COMPLETE,)
                     )
                     progress.append((round(time.monotonic() - t0), len(done)))
@@ -399,7 +403,7 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
                     pass
             if n_kill and not killed:
                 try:
-                    trials = optuna.load_study(study_name=STUDY, storage=url).get_trials(deepcopy=False)
+                    trials = optuna.load_study(study_name=STUDY, storage=reader).get_trials(deepcopy=False)
                 except Exception:  # noqa: BLE001 - the database may be full: look again
                     trials = []
                 used = count_toward_budget(trials)
@@ -439,7 +443,13 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
                 outcomes += data["outcomes"]
                 retries.update(data["retries"])
         logs = "".join((Path(tmp) / f"child-{i}.log").read_text(errors="replace") for i in range(procs_n))
-        trials = optuna.load_study(study_name=STUDY, storage=url).get_trials(deepcopy=False)
+        trials = retrying(
+            lambda: optuna.load_study(study_name=STUDY, storage=reader).get_trials(deepcopy=False),
+            30.0,
+            "read the fleet's trials",
+            url=url,
+        )
+        reader.engine.dispose()
     counted = count_toward_budget(trials)
     retried = {t.system_attrs.get(schema.RETRY_OF) for t in trials} - {None}
     toward = [

@@ -9,11 +9,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import optuna
 import psycopg
 from optuna.trial import TrialState
 from sqlalchemy.engine import make_url
 
+from benchmarks.harness.pg import read_trials
 from nova_search import schema
 from nova_search.db import count_toward_budget
 
@@ -94,7 +94,7 @@ class Outcome:
 
 
 def outcome(url: str, study_name: str) -> Outcome:
-    trials = optuna.load_study(study_name=study_name, storage=url).get_trials(deepcopy=False)
+    trials = read_trials(url, study_name)
     states = Counter(t.state.name for t in trials)
     internal = [
         (t.number, t.user_attrs.get(schema.MESSAGE.key, ""))
@@ -116,7 +116,7 @@ def outcome(url: str, study_name: str) -> Outcome:
 def finished(url: str, study_name: str, budget: int) -> bool:
     """Every trial of the budget is finished (none RUNNING or WAITING)."""
     try:
-        trials = optuna.load_study(study_name=study_name, storage=url).get_trials(deepcopy=False)
+        trials = read_trials(url, study_name)
     except Exception:  # noqa: BLE001 - the database may be mid-storm
         return False
     done = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)

@@ -13,7 +13,9 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import optuna
 import psycopg
+from optuna.trial import FrozenTrial, TrialState
 
 SHARED = os.environ.get("NOVA_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
@@ -99,3 +101,18 @@ def own_server() -> Iterator[OwnServer]:
         with contextlib.suppress(subprocess.CalledProcessError):
             server.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def read_trials(url: str, study_name: str, states: tuple[TrialState, ...] | None = None) -> list[FrozenTrial]:
+    """A study's trials, read on a storage of no pool that is closed again (``optuna.load_study(url)``
+    builds a pooled engine per call whose connection stays open until the engine is collected: a
+    test polling a small server filled it that way)."""
+    from nova_search.db import open_storage
+
+    storage = open_storage(url, read_only=True)
+    try:
+        return optuna.load_study(study_name=study_name, storage=storage).get_trials(
+            deepcopy=False, states=states
+        )
+    finally:
+        storage.engine.dispose()

@@ -13,7 +13,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from benchmarks.harness.pg import fresh_database, own_server
+from benchmarks.harness.pg import fresh_database, own_server, read_trials
 from benchmarks.harness.specs import fake_spec
 from benchmarks.harness.workers import fake_engines, wait_until, worker
 from nova_search import schema
@@ -30,7 +30,7 @@ def test_four_workers_run_exactly_the_budget(tmp_path):
         procs = [worker(url, tmp_path) for _ in range(4)]
         outs = [p.communicate(timeout=240)[0] for p in procs]
         assert [p.returncode for p in procs] == [0, 0, 0, 0], "\n".join(o[-1500:] for o in outs)
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
         assert len(trials) == 12
         assert sorted(t.number for t in trials) == list(range(12))
         assert all(t.state == TrialState.COMPLETE for t in trials), [t.state for t in trials]
@@ -59,13 +59,13 @@ def test_killed_worker_trial_fails_over_and_is_retried(tmp_path):
                 victim.kill()
         # the guard process tears the whole engine group down, the child included
         wait_until(lambda: fake_engines() == [], 30, "no orphaned engine processes")
-        (stale,) = optuna.load_study(study_name="dist", storage=url).get_trials()
+        (stale,) = read_trials(url, "dist")
         assert stale.state == TrialState.RUNNING
         time.sleep(4)  # past the grace period
         survivor = worker(url, tmp_path, **hb)
         out = survivor.communicate(timeout=120)[0]
         assert survivor.returncode == 0, out[-2000:]
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
         states = [t.state for t in trials]
         assert states.count(TrialState.FAIL) == 1 and states.count(TrialState.COMPLETE) == 2, states
         retry = next(t for t in trials if t.system_attrs.get("failed_trial") is not None)
@@ -84,9 +84,7 @@ def test_postgres_restart_mid_study_loses_nothing(tmp_path):
 
             def completed() -> list[optuna.trial.FrozenTrial]:
                 try:
-                    return optuna.load_study(study_name="dist", storage=pg.url).get_trials(
-                        states=(TrialState.COMPLETE,)
-                    )
+                    return read_trials(pg.url, "dist", states=(TrialState.COMPLETE,))
                 except Exception:  # noqa: BLE001 - the database may be restarting
                     return []
 
@@ -98,7 +96,7 @@ def test_postgres_restart_mid_study_loses_nothing(tmp_path):
             if proc.poll() is None:
                 proc.kill()
         assert proc.returncode == 0, out[-3000:]
-        trials = optuna.load_study(study_name="dist", storage=pg.url).get_trials()
+        trials = read_trials(pg.url, "dist")
         after = {t.number: t.values for t in trials if t.state == TrialState.COMPLETE}
         for number, values in before.items():
             assert after[number] == values  # nothing completed before the restart was lost
@@ -130,7 +128,7 @@ def test_surviving_worker_stays_to_run_the_dead_workers_retry(tmp_path):
                 if p.poll() is None:
                     p.kill()
         assert survivor.returncode == 0, out[-2000:]
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
         states = [t.state for t in trials]
         assert TrialState.RUNNING not in states, out[-3000:]
         assert states.count(TrialState.FAIL) == 1 and states.count(TrialState.COMPLETE) == 2, states
@@ -162,10 +160,10 @@ def test_stop_after_ends_the_slot_between_trials_and_a_later_slot_continues(tmp_
 
         first = slot()
         assert first.returncode == 0, first.stdout[-1500:] + first.stderr[-1500:]
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
         assert [t.state for t in trials] == [TrialState.COMPLETE]
         second, third = slot(), slot()
         assert second.returncode == third.returncode == 0
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
         assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
     assert fake_engines() == []

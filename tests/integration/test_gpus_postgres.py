@@ -15,7 +15,7 @@ import pytest
 from optuna.trial import TrialState
 
 from benchmarks.harness.fake_engine import EngineLife, engine_records
-from benchmarks.harness.pg import fresh_database
+from benchmarks.harness.pg import fresh_database, read_trials
 from benchmarks.harness.specs import fake_spec_dict
 from benchmarks.harness.workers import alive, children, fake_engines, node, wait_until, worker
 from nova_search import schema
@@ -72,7 +72,7 @@ def test_each_server_gets_exactly_its_gpus_and_a_tp2_trial_runs_only_where_a_wor
         wide = worker(url, tmp_path, "dist", "--gpus", "2,3,4,5", **env)
         outs = [p.communicate(timeout=300)[0] for p in (launcher, wide)]
         assert [launcher.returncode, wide.returncode] == [0, 0], "\n".join(o[-2500:] for o in outs)
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
     assert fake_engines() == []
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 12 and count_toward_budget(trials) == 12
     lives = engine_records(record)
@@ -122,7 +122,7 @@ def test_the_node_launcher_stops_every_worker_and_leaves_nothing_running(tmp_pat
         assert re.search(r"\[gpus 1\] .*trial \d+", out)  # each worker's output, prefixed
         logs = tmp_path / "artifacts" / "dist" / "node"
         assert sorted(p.name for p in logs.iterdir()) == [f"worker-gpus-{g}.log" for g in (0, 1, 2)]
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
         assert not [t for t in trials if t.state == TrialState.RUNNING]
         stopped = [t for t in trials if t.state == TrialState.FAIL]
         assert len(stopped) == 3 and {schema.REASON.read(t.user_attrs) for t in stopped} == {"interrupted"}
@@ -143,7 +143,7 @@ def test_a_launcher_killed_with_sigkill_takes_its_workers_and_their_servers_with
         # the kernel sends each worker SIGTERM (PR_SET_PDEATHSIG): they stop their servers and exit
         wait_until(lambda: not [p for p in pids if alive(p)], 60, "the workers to exit")
         wait_until(lambda: fake_engines() == [], 30, "no server left")
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
         assert not [t for t in trials if t.state == TrialState.RUNNING]
 
 
@@ -159,7 +159,7 @@ def test_the_node_launcher_refuses_bad_groups_before_starting_anything(tmp_path)
     r = nova("node", "dist", "--gpus", "0,0", "--gpus-per-worker", "2", env=env)
     assert r.returncode == 2 and "listed twice" in r.stderr
     assert "worker started" not in r.stdout
-    assert optuna.load_study(study_name="dist", storage=url).get_trials() == []
+    assert read_trials(url, "dist") == []
 
 
 def test_two_workers_given_the_same_gpu_never_run_servers_on_it_at_once(tmp_path):
@@ -182,6 +182,6 @@ def test_two_workers_given_the_same_gpu_never_run_servers_on_it_at_once(tmp_path
         lives = engine_records(record)
         assert len(lives) == 4 and all(life.gpus == (0,) for life in lives), lives
         assert _overlaps(lives) == []
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
         assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
     assert fake_engines() == []

@@ -16,7 +16,7 @@ import pytest
 from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 
-from benchmarks.harness.pg import fresh_database
+from benchmarks.harness.pg import fresh_database, read_trials
 from benchmarks.harness.specs import fake_spec
 from benchmarks.harness.workers import fake_engines, wait_until, worker
 from nova_search import schema
@@ -56,7 +56,7 @@ def test_a_retry_killed_again_is_retried_again_and_the_stale_failures_say_why(tm
         survivor = worker(url, tmp_path, "dist", **FAST_HEARTBEATS)
         out = survivor.communicate(timeout=180)[0]
         assert survivor.returncode == 0, out[-3000:]
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
         states = [t.state for t in trials]
         assert TrialState.RUNNING not in states
         complete = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -89,7 +89,7 @@ def test_a_worker_resumed_after_sigstop_says_its_trial_was_failed_meanwhile(tmp_
         out = stopped.communicate(timeout=180)[0]
         assert "Traceback" not in out and "UpdateFinishedTrialError" not in out, out[-3000:]
         assert "was failed by another worker" in out, out[-3000:]
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        trials = read_trials(url, "dist")
         assert [t.state for t in trials].count(TrialState.COMPLETE) == 1
         assert TrialState.RUNNING not in [t.state for t in trials]
     wait_until(lambda: fake_engines() == [], 30, "no engine left")
