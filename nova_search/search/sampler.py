@@ -118,6 +118,10 @@ class _OrdinalView:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._study, name)
 
+    @property
+    def _storage(self) -> Any:
+        return _NoProposalWrites(self._study._storage)
+
     def trial(self, t: FrozenTrial) -> FrozenTrial:
         if t.state.is_finished() and t._trial_id in self._cache:
             return self._cache[t._trial_id]
@@ -134,7 +138,9 @@ class _OrdinalView:
     def _get_trials(
         self, deepcopy: bool = True, states: Any = None, use_cache: bool = False
     ) -> list[FrozenTrial]:
-        trials = self._study._get_trials(deepcopy=False, states=states, use_cache=use_cache)
+        # the per-ask snapshot whatever the base asks for: TPE's constant liar reads RUNNING trials
+        # past the cache, once per proposal, but under the budget lock no other worker adds one
+        trials = self._study._get_trials(deepcopy=False, states=states, use_cache=True)
         return [self.trial(t) for t in trials]
 
     def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
@@ -143,6 +149,29 @@ class _OrdinalView:
     @property
     def trials(self) -> list[FrozenTrial]:
         return self._get_trials()
+
+
+class _NoProposalWrites:
+    """The study's storage as the base sampler sees it, less TPE's record of each joint proposal
+    (``tpe:relative_params``, a system attribute written per proposal so that other processes' constant
+    liar can read a RUNNING trial's parameters before they are suggested). nova draws a trial's whole
+    configuration under the budget lock, so its parameters are in the study before any other worker
+    draws; the record only cost a write per proposal (up to ``tries + 1`` under the lock) and named a
+    proposal the no-repeat rule had turned down."""
+
+    def __init__(self, storage: Any) -> None:
+        self._inner = storage
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
+        if not key.startswith(_TPE_PROPOSAL_KEY):
+            self._inner.set_trial_system_attr(trial_id, key, value)
+
+
+#: the system attribute TPE records each joint proposal under (``optuna.samplers._tpe.sampler``)
+_TPE_PROPOSAL_KEY = "tpe:relative_params"
 
 
 def to_rank(d: BaseDistribution, value: Any) -> Any:
@@ -240,7 +269,7 @@ class NovaSampler(PerTrialSeed):
         self, study: optuna.Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
         space = self._base_space(study, trial)
-        if space or study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        if space or _snapshot(study, (TrialState.COMPLETE, TrialState.PRUNED)):
             return space
         # nothing measured yet (the start-up; every worker at once in an Indexed Job): the space of
         # the trials the study holds, RUNNING ones included, drawn whole here (the spread-out start),
@@ -270,7 +299,7 @@ class NovaSampler(PerTrialSeed):
         params = self._base_relative(view, trial, search_space) if base_space else {}
         if not params and not search_space:
             return params
-        held = [t for t in study.get_trials(deepcopy=False, states=_HELD) if t.number != trial.number]
+        held = [t for t in _snapshot(study, _HELD) if t.number != trial.number]
 
         def new(p: Mapping[str, Any]) -> bool:
             return repeats(p, held) is None
@@ -312,7 +341,7 @@ class NovaSampler(PerTrialSeed):
             return from_rank(param_distribution, value)
 
         value = draw()
-        held = [t for t in study.get_trials(deepcopy=False, states=_HELD) if t.number != trial.number]
+        held = [t for t in _snapshot(study, _HELD) if t.number != trial.number]
         drawn = dict(trial.params)
 
         def new(v: Any) -> bool:  # whether this value leaves the trial short of repeating a held one
@@ -352,6 +381,15 @@ def reseed(sampler: object, seed: int, _depth: int = 0) -> None:
             value.rng.seed(seed)
         elif isinstance(value, optuna.samplers.BaseSampler):
             reseed(value, seed, _depth + 1)
+
+
+def _snapshot(study: optuna.Study, states: tuple[TrialState, ...]) -> list[FrozenTrial]:
+    """The study's trials in ``states`` as this draw sees them: Optuna's per-ask snapshot (read once
+    after ``ask``, as TPE reads it), not a read of the database per question. A worker draws under
+    the budget lock, where no other worker can add a trial, so one read holds for the whole draw; a
+    read per question made the draw 13 reads of every RUNNING trial, and the lock's serial section
+    grew with the fleet."""
+    return study._get_trials(deepcopy=False, states=states, use_cache=True)
 
 
 def _study_distributions(study: optuna.Study) -> dict[str, BaseDistribution]:
