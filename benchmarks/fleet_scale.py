@@ -202,7 +202,7 @@ def child(args: argparse.Namespace) -> None:
 
     import nova_search.worker.loop as loop
     from nova_search.db import StorageLock
-    from nova_search.report.dashboard import after_trial
+    from nova_search.report.dashboard import after_stage, after_trial
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     retries = _Retries()
@@ -221,6 +221,7 @@ def child(args: argparse.Namespace) -> None:
 
     LevelStore.record = _timed("level_row", LevelStore.record)  # type: ignore[method-assign]
     notes = _timed("notes", after_trial)
+    stage_notes = _timed("stage_notes", after_stage)
     outcomes: list[dict[str, Any]] = []
     guard = threading.Lock()
 
@@ -231,7 +232,9 @@ def child(args: argparse.Namespace) -> None:
                 STUDY,
                 args.url,
                 loop.WorkerOptions(
-                    artifacts_dir=args.artifacts, on_trial_done=None if args.no_notes else notes
+                    artifacts_dir=args.artifacts,
+                    on_trial_done=None if args.no_notes else notes,
+                    on_stage_done=None if args.no_notes else stage_notes,
                 ),
             )
             outcome: dict[str, Any] = {"ok": True, "ran": ran}
@@ -443,13 +446,24 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
                 outcomes += data["outcomes"]
                 retries.update(data["retries"])
         logs = "".join((Path(tmp) / f"child-{i}.log").read_text(errors="replace") for i in range(procs_n))
-        trials = retrying(
-            lambda: optuna.load_study(study_name=STUDY, storage=reader).get_trials(deepcopy=False),
+        study_id = reader.get_study_id_from_name(STUDY)
+        trials, study_attrs = retrying(
+            lambda: (
+                optuna.load_study(study_name=STUDY, storage=reader).get_trials(deepcopy=False),
+                reader.get_study_system_attrs(study_id),
+            ),
             30.0,
             "read the fleet's trials",
             url=url,
         )
         reader.engine.dispose()
+    if not args.no_notes:  # optuna-dashboard's note version keys: per trial id, and the study's
+        result["notes_missing"] = sum(
+            1
+            for t in trials
+            if t.state.is_finished() and f"dashboard:{t._trial_id}:note_ver" not in study_attrs
+        )
+        result["study_note"] = "dashboard:note_ver" in study_attrs
     counted = count_toward_budget(trials)
     retried = {t.system_attrs.get(schema.RETRY_OF) for t in trials} - {None}
     toward = [

@@ -240,6 +240,9 @@ TRIAL_ATTRS: tuple[Attr[Any], ...] = (
     ENGINE_VERSION, WORKER, SUMMARY, REASON, MESSAGE, LOG_TAIL, SERVER_LOG, PAIRED, DEPLOY_ARGV,
 )  # fmt: skip
 STUDY_ATTRS: tuple[Attr[Any], ...] = (SPEC, STAGE, PARENT, BASE, DEPLOY)
+#: a study *system* attribute (beside optuna-dashboard's notes): the numbers of the trials whose
+#: dashboard notes are written (``report.dashboard.after_trial``)
+NOTED: Attr[tuple[int, ...]] = _attr("dashboard:noted", list, lambda v: tuple(int(x) for x in v))
 
 
 def role_of(attrs: Mapping[str, Any]) -> str:

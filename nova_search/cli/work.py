@@ -140,7 +140,7 @@ def _work(
     import sys
 
     from nova_search.db import mask, storage_retry_s
-    from nova_search.report.dashboard import after_trial
+    from nova_search.report.dashboard import after_stage, after_trial
     from nova_search.report.progress import JsonReporter, RichReporter, outcome_table, pareto_table
     from nova_search.results.load import load_results
     from nova_search.worker.loop import WorkerOptions, run_stages
@@ -172,6 +172,7 @@ def _work(
                     reporter=reporter,
                     stop_after_s=stop_after,
                     on_trial_done=after_trial,
+                    on_stage_done=after_stage,
                 ),
             )
         except KeyboardInterrupt:

@@ -40,7 +40,7 @@ import threading
 import time
 from typing import Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy import Engine, text
 
@@ -141,6 +141,39 @@ class StorageLock:
                 self._local = _local_locks.setdefault(self.name, threading.Lock())
             self._local.acquire()
         return self
+
+    def attempt(self) -> bool:
+        """Take the lock if it is free, at once; False (holding nothing) if someone holds it. Release a
+        lock taken this way with ``__exit__`` (``release``)."""
+        if self.dialect == "postgresql":
+            conn = self.engine.connect()
+            try:
+                if conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": self.key}).scalar_one():
+                    self._conn = conn
+                    return True
+                conn.rollback()
+            except BaseException:
+                conn.close()
+                raise
+            conn.close()
+            return False
+        if self.path:
+            file = FileLock(self.path + ".nova-lock", mode=0o600, preserve_lock_file=True)
+            try:
+                file.acquire(timeout=0)
+            except Timeout:
+                return False
+            self._file = file
+            return True
+        with _local_guard:
+            local = _local_locks.setdefault(self.name, threading.Lock())
+        if not local.acquire(blocking=False):
+            return False
+        self._local = local
+        return True
+
+    def release(self) -> None:
+        self.__exit__(None, None, None)
 
     def _take_pg(self) -> Any:
         """A connection in a transaction that holds the lock; tried again, holding nothing between

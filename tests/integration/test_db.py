@@ -29,6 +29,7 @@ from nova_search.db import (
     Base,
     LevelResultRow,
     LevelStore,
+    StorageLock,
     current,
     downgrade,
     upgrade,
@@ -526,6 +527,21 @@ def test_the_lock_lets_one_process_in_at_a_time(storage_url: str, tmp_path) -> N
     held = sorted(tuple(float(x) for x in out.split()) for out, _ in outs)
     assert len(held) == 3
     assert all(held[i][1] <= held[i + 1][0] for i in range(2)), held
+
+
+def test_attempt_takes_a_free_lock_at_once_and_never_waits_for_a_held_one(storage_url: str) -> None:
+    """``attempt`` (the dashboard notes' election): True and held when free, False and holding nothing
+    when another holds it; released, the lock is free for the next."""
+    engine = create_engine(storage_url)
+    first, second = StorageLock(engine, "nova-search#notes"), StorageLock(engine, "nova-search#notes")
+    assert first.attempt()
+    started = time.monotonic()
+    assert second.attempt() is False
+    assert time.monotonic() - started < 5  # it did not wait for the holder
+    first.release()
+    assert second.attempt()
+    second.release()
+    engine.dispose()
 
 
 @pytest.mark.postgres

@@ -230,9 +230,9 @@ def test_append_jsonl_never_raises(tmp_path, caplog):
 # ---------------------------------------------------------------- writers on a real (in-memory) study
 
 
-def _study_with_trials() -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
+def _study_with_trials(storage: str | None = None) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    s = optuna.create_study(directions=["maximize", "minimize"])
+    s = optuna.create_study(directions=["maximize", "minimize"], storage=storage)
     s.set_metric_names([o.name for o in OBJECTIVES])
     trials = []
     for i, state in enumerate(("COMPLETE", "FAIL")):
@@ -265,6 +265,39 @@ def test_after_trial_writes_the_trial_note_the_study_note_and_the_graphs():
     assert {k for k in s._storage.get_study_system_attrs(s._study_id) if "plot_data" in k} == {
         k for k in attrs if "plot_data" in k
     }
+
+
+def test_one_worker_writes_the_notes_the_others_leave_their_trials_to_it(tmp_path, monkeypatch):
+    """The elected writer (a lock only tried): a worker that finds the notes being written writes
+    nothing and leaves its trial to the writer's next pass; the end of the stage writes what is left."""
+    import threading
+
+    import nova_search.report.dashboard as dashboard
+    from nova_search.db import StorageLock
+
+    s, (done, failed) = _study_with_trials(f"sqlite:///{tmp_path / 'notes.db'}")
+    writes = []
+    real = dashboard.write_trial_note
+    monkeypatch.setattr(
+        dashboard, "write_trial_note", lambda st, t, *a: (writes.append(t.number), real(st, t, *a))
+    )
+    held = StorageLock(s._storage._backend.engine, f"{s.study_name}#notes")
+    assert held.attempt()  # another worker is writing
+    assert after_trial(s, done) is True and writes == []  # left to that worker
+    assert get_note(s) == ""
+    held.release()
+    assert after_trial(s, failed) is True and sorted(writes) == [0, 1]  # both, in one pass
+    assert "2 trials: 1 COMPLETE, 1 FAIL" in get_note(s)
+    assert schema.NOTED.read(s._storage.get_study_system_attrs(s._study_id)) == (0, 1)
+    assert after_trial(s, failed) is True and sorted(writes) == [0, 1]  # nothing new: nothing written
+    # a trial told while another writes, at the end of the stage: after_stage waits for it, then writes
+    t = s.ask()
+    schema.LEVELS.write(t, (lv(1, 90, 20),))
+    s.tell(t, [90.0, 20.0])
+    assert held.attempt()
+    threading.Timer(1.5, held.release).start()
+    assert dashboard.after_stage(s) is True and sorted(writes) == [0, 1, 2]
+    assert "3 trials" in get_note(s)
 
 
 def test_the_writers_raise_and_after_trial_warns_once(caplog, monkeypatch):
