@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,3 +116,71 @@ def throwaway_server(max_connections: int = 100, password: str | None = None) ->
         with contextlib.suppress(subprocess.CalledProcessError):
             subprocess.run(_as_postgres([*ctl, "-m", "immediate", "stop"]), check=True, capture_output=True)
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def pgbouncer_binary() -> str | None:
+    """Debian's PgBouncer (``apt-get install pgbouncer``: /usr/sbin, often not on a user's PATH)."""
+    return shutil.which("pgbouncer") or next(
+        (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.access(p, os.X_OK)), None
+    )
+
+
+@contextlib.contextmanager
+def pgbouncer(server: Server, pool_size: int, max_client_conn: int = 2000) -> Iterator[str]:
+    """PgBouncer in transaction mode in front of ``server`` on a free port, as a team would run it
+    (docs/deploy/cluster.md); yields the SQLAlchemy URL of its database ``fleet`` for the workers.
+    ``pool_size``: the server connections PgBouncer opens per database and user."""
+    binary = pgbouncer_binary()
+    if binary is None:
+        raise RuntimeError("PgBouncer is not installed: apt-get install pgbouncer")
+    folder = tempfile.mkdtemp(prefix="nova-pgbouncer-")
+    port = _free_port()
+    Path(folder, "users.txt").write_text('"postgres" ""\n')
+    Path(folder, "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"* = host=127.0.0.1 port={server.port}\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+        f"auth_type = trust\nauth_file = {folder}/users.txt\n"
+        f"pool_mode = transaction\ndefault_pool_size = {pool_size}\nmax_client_conn = {max_client_conn}\n"
+        f"logfile = {folder}/pgbouncer.log\npidfile = {folder}/pgbouncer.pid\n"
+        "ignore_startup_parameters = extra_float_digits,options\nadmin_users = postgres\n"
+    )
+    if os.geteuid() == 0:  # PgBouncer refuses to run as root
+        shutil.chown(folder, "postgres", "postgres")
+        for name in os.listdir(folder):
+            shutil.chown(Path(folder, name), "postgres", "postgres")
+    as_postgres = {"user": "postgres", "group": "postgres"} if os.geteuid() == 0 else {}
+    # itself, not under runuser: terminate() must reach it. Its log goes to the log file only: it also
+    # writes every line to stderr, and an unread pipe filled up and froze it
+    proc = subprocess.Popen(
+        [binary, "-q", f"{folder}/pgbouncer.ini"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        **as_postgres,
+    )
+    try:
+        libpq = f"host=127.0.0.1 port={port} dbname=fleet user=postgres"
+        for _ in range(100):
+            if proc.poll() is not None:
+                log = Path(folder, "pgbouncer.log")
+                raise RuntimeError(
+                    f"PgBouncer exited: {log.read_text(errors='replace')[-500:] if log.exists() else ''}"
+                )
+            try:
+                with psycopg.connect(libpq, connect_timeout=2, prepare_threshold=None) as conn:
+                    conn.execute("SELECT 1")
+                break
+            except psycopg.OperationalError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("PgBouncer did not answer in 10 s")
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/fleet"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)

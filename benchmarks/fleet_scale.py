@@ -34,6 +34,7 @@ deadline. Prints a JSON line; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -327,7 +328,7 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
     import optuna
     from optuna.trial import TrialState
 
-    from benchmarks.fleet_pg import throwaway_server
+    from benchmarks.fleet_pg import pgbouncer, throwaway_server
     from nova_search import schema
     from nova_search.db import count_toward_budget, open_storage, retrying
     from nova_search.search import lifecycle as nova_study
@@ -347,8 +348,14 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
         "db_pool": _pool_policy(),
         "loadavg_before": os.getloadavg(),
     }
-    with throwaway_server(max_connections=args.max_connections) as pg, tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        pg = stack.enter_context(throwaway_server(max_connections=args.max_connections))
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
         url = pg.create_database("fleet")
+        # the workers' URL: the server, or PgBouncer in transaction mode in front of it (--pgbouncer N);
+        # the harness reads and watches the server itself
+        workers_url = stack.enter_context(pgbouncer(pg, args.pgbouncer)) if args.pgbouncer else url
+        result["pgbouncer_pool"] = args.pgbouncer
         nova_study.create(parse_spec(fleet_spec_dict(budget)), url, STUDY)
         # the harness's own reads: one storage, no idle connection (``optuna.load_study(url)`` would
         # build an engine with a pool of its own on every look, each holding a connection until
@@ -373,7 +380,7 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
                 "benchmarks.fleet_scale",
                 "child",
                 "--url",
-                url,
+                workers_url,
                 "--threads",
                 str(n),
                 "--trial-s",
@@ -531,6 +538,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--retry-s", type=float, default=300.0, help="NOVA_STORAGE_RETRY_S")
     ap.add_argument("--timeout-s", type=float, default=420.0, help="workers still running then are hung")
     ap.add_argument("--no-notes", action="store_true", help="no dashboard notes (on_trial_done)")
+    ap.add_argument(
+        "--pgbouncer",
+        type=int,
+        default=0,
+        metavar="POOL",
+        help="the workers connect through PgBouncer (transaction mode, POOL server connections); 0: direct",
+    )
     ap.add_argument("--label", default="", help="which code this is (before/after), for the JSON")
     ap.add_argument("--json", help="append the result as a JSON line to this file")
     return ap

@@ -76,6 +76,15 @@ if $all && ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browse
     || { apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 && apt-get -o DPkg::Lock::Timeout=300 install -y -qq chromium >&2; }
 fi
 
+# PgBouncer (Debian's package) fronts a throwaway server in the PgBouncer test (--all only: the faults
+# tier); the same rule as Chromium: installed as root (CI), else that test is skipped and says why.
+if $all && ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ] && [ "$(id -u)" -eq 0 ]; then
+  echo "[test] pgbouncer (apt-get; the PgBouncer test runs the fleet simulation through it)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=300 install -y -qq pgbouncer >/dev/null 2>&1 \
+    || { apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 && apt-get -o DPkg::Lock::Timeout=300 install -y -qq pgbouncer >&2; }
+fi
+
 heavy="engine or browser or recorded"
 if [ -n "$user_tier" ]; then
   tier="($user_tier)"

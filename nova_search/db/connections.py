@@ -19,6 +19,8 @@ The policy, for a database server (PostgreSQL):
 - **Nothing is held while waiting**: every engine is disposed before a backoff sleep (``release``).
 - **A connection attempt is bounded**: ``connect_timeout`` 10 s, so a black-holed address fails
   (and is retried) instead of hanging.
+- **No server-side prepared statements** (psycopg's ``prepare_threshold=None``), so that the workers
+  can share a PgBouncer in transaction mode (docs/deploy/cluster.md).
 
 SQLite keeps SQLAlchemy's default pool: it is one file on one host, there is no connection limit.
 """
@@ -78,7 +80,13 @@ def server_engine_kwargs(url: URL) -> dict[str, Any]:
     else:
         kwargs.update(pool_size=size, max_overflow=0, pool_timeout=POOL_TIMEOUT_S)
     if url.get_backend_name() == "postgresql":
-        kwargs["connect_args"] = {**kwargs.get("connect_args", {}), "connect_timeout": CONNECT_TIMEOUT_S}
+        connect: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S}
+        if url.get_driver_name() == "psycopg":
+            # no server-side prepared statements: they live on one server connection, which PgBouncer in
+            # transaction mode hands to another client (Debian 12's 1.18: "prepared statement _pg3_0
+            # already exists"), and a connection that lasts one transaction would rarely reuse one
+            connect["prepare_threshold"] = None
+        kwargs["connect_args"] = {**kwargs.get("connect_args", {}), **connect}
     return kwargs
 
 

@@ -14,11 +14,12 @@ from nova_search.errors import InputError
 PG = make_url("postgresql+psycopg://nova:pw@db/nova")
 
 
-def test_the_default_is_no_pool_with_a_connect_timeout(monkeypatch):
+def test_the_default_is_no_pool_with_a_connect_timeout_and_no_prepared_statements(monkeypatch):
     monkeypatch.delenv("NOVA_DB_POOL_SIZE", raising=False)
     kw = server_engine_kwargs(PG)
     assert kw["poolclass"] is NullPool and kw["pool_pre_ping"] is False
-    assert kw["connect_args"] == {"connect_timeout": 10}
+    # psycopg prepares nothing on the server: PgBouncer in transaction mode shares server connections
+    assert kw["connect_args"] == {"connect_timeout": 10, "prepare_threshold": None}
 
 
 def test_n_is_a_pool_of_n_and_no_overflow(monkeypatch):

@@ -1,0 +1,38 @@
+"""The fleet simulation through PgBouncer in transaction mode (Debian's package, as
+docs/deploy/cluster.md has a team run it): 8 real worker loops in 4 processes, one process killed
+mid-trial, every worker connected to PgBouncer, PgBouncer holding at most 20 server connections.
+The budget lock is transaction-level, so it passes through; psycopg prepares no statement on the
+server (a server connection serves many clients). The budget is met exactly, nothing is measured
+twice or lost, no worker hangs, and the server sees PgBouncer's connections, not the workers'."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.fleet_pg import pgbouncer_binary
+from benchmarks.fleet_scale import fleet, parser
+
+pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # a server and a PgBouncer of its own: --all
+
+
+def test_eight_workers_through_pgbouncer_in_transaction_mode():
+    if pgbouncer_binary() is None:  # scripts/test.sh --all installs it where it can (as root: CI)
+        pytest.skip(
+            "PgBouncer is not installed: apt-get install pgbouncer (scripts/test.sh --all does, as root)"
+        )
+    args = parser().parse_args(
+        [
+            "--workers", "8", "--procs", "4", "--budget", "16", "--trial-s", "2", "--heartbeat-s", "1",
+            "--stagger-s", "0", "--kill-frac", "0.25", "--kill-at", "0.2", "--no-notes",
+            "--max-connections", "30", "--pgbouncer", "20", "--timeout-s", "120",
+        ]
+    )  # fmt: skip
+    result = fleet(args)
+    assert result["finished"] and result["hung_processes"] == 0, result
+    assert result["killed_workers"] == 2, result
+    assert result["counted_toward_budget"] == 16 and result["budget_overshoot"] == 0, result
+    assert result["complete"] == 16 and result["lost"] == 0, result
+    assert result["duplicates"] == 0, result
+    assert result["workers_ok"] == 6 and not result["worker_errors"], result
+    # PgBouncer's 20 server connections, plus the harness's own reader on the server directly
+    assert result["peak_connections"] <= 22, result
