@@ -550,6 +550,14 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _notes(r: dict[str, Any]) -> str:
+    if "notes_missing" not in r:
+        return "off"
+    v = r["latency_ms"].get("notes")
+    spent = f"{v['p50']:.0f} / {v['p99']:.0f}" if v else "-"
+    return f"{spent} ({r['notes_missing']})"
+
+
 def table(path: str) -> str:
     """The Markdown table of the runs in a JSON-lines file (``python -m benchmarks.fleet_scale table F``)."""
     runs = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
@@ -557,9 +565,9 @@ def table(path: str) -> str:
     head = (
         "| N | code | ask p50/p99 ms | lock p50/p99 ms | tell p50/p99 ms | heartbeat p50/p99 ms "
         "| peak conns | PG CPU % of a core | xact/s | overshoot | duplicates | lost (killed) | done/hung "
-        "| workers exited with an error | load avg |"
+        "| workers exited with an error | notes p50/p99 ms (trials without a note) | load avg |"
     )
-    rows = [head, "|" + "---|" * 15]
+    rows = [head, "|" + "---|" * 16]
 
     def lat(r: dict[str, Any], k: str) -> str:
         v = r["latency_ms"].get(k)
@@ -575,6 +583,7 @@ def table(path: str) -> str:
             f"| {r['lost']} ({r['killed_workers']} workers) "
             f"| {r['complete']}/{r['budget']} in {r['wall_s']:.0f} s, {r['hung_processes']} hung "
             f"| {n_err}{': ' + errors if errors else ''} "
+            f"| {_notes(r)} "
             f"| {r['loadavg_before'][0]:.1f} -> {r['loadavg_after'][0]:.1f} |"
         )
     return "\n".join(rows)
