@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.fleet_pg import pgbouncer_binary
-from benchmarks.fleet_scale import fleet, parser
+from tests.support.fleet import run_small_fleet
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # a server and a PgBouncer of its own: --all
 
@@ -20,19 +20,8 @@ def test_eight_workers_through_pgbouncer_in_transaction_mode():
         pytest.skip(
             "PgBouncer is not installed: apt-get install pgbouncer (scripts/test.sh --all does, as root)"
         )
-    args = parser().parse_args(
-        [
-            "--workers", "8", "--procs", "4", "--budget", "16", "--trial-s", "2", "--heartbeat-s", "1",
-            "--stagger-s", "0", "--kill-frac", "0.25", "--kill-at", "0.2", "--no-notes",
-            "--max-connections", "30", "--pgbouncer", "20", "--timeout-s", "120",
-        ]
-    )  # fmt: skip
-    result = fleet(args)
-    assert result["finished"] and result["hung_processes"] == 0, result
-    assert result["killed_workers"] == 2, result
-    assert result["counted_toward_budget"] == 16 and result["budget_overshoot"] == 0, result
-    assert result["complete"] == 16 and result["lost"] == 0, result
-    assert result["duplicates"] == 0, result
-    assert result["workers_ok"] == 6 and not result["worker_errors"], result
+    result = run_small_fleet(
+        "--no-notes", "--max-connections", "30", "--pgbouncer", "20", "--timeout-s", "120"
+    )
     # PgBouncer's 20 server connections, plus the harness's own reader on the server directly
     assert result["peak_connections"] <= 22, result

@@ -1,0 +1,27 @@
+"""What the fleet simulation's tests (benchmarks/fleet_scale.py at a small N) check of every run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.fleet_scale import fleet, parser
+
+#: 8 workers in 4 processes, 16 trials of 2 s, one process (2 workers) SIGKILLed at 20 % of the budget
+SMALL_FLEET = [
+    "--workers", "8", "--procs", "4", "--budget", "16", "--trial-s", "2", "--heartbeat-s", "1",
+    "--stagger-s", "0", "--kill-frac", "0.25", "--kill-at", "0.2",
+]  # fmt: skip
+
+
+def run_small_fleet(*extra: str) -> dict[str, Any]:
+    """``SMALL_FLEET`` with ``extra`` flags; asserts what every run must hold: it finished with no
+    process hung, the killed process's 2 workers were killed, the budget of 16 is met exactly, all 16
+    COMPLETE (none lost), no configuration measured twice, the 6 others exited cleanly."""
+    result = fleet(parser().parse_args([*SMALL_FLEET, *extra]))
+    assert result["finished"] and result["hung_processes"] == 0, result
+    assert result["killed_workers"] == 2, result
+    assert result["counted_toward_budget"] == 16 and result["budget_overshoot"] == 0, result
+    assert result["complete"] == 16 and result["lost"] == 0, result
+    assert result["duplicates"] == 0, result
+    assert result["workers_ok"] == 6 and not result["worker_errors"], result
+    return result
