@@ -195,6 +195,10 @@ class _Retries(logging.Handler):
         message = record.getMessage()
         if "retrying for up to" in message:
             self.counts[message.split(" (")[0][:80]] += 1
+        else:  # any other warning, kept whole (the first 20 kinds): a failed run says what went wrong
+            key = "other: " + message[:200]
+            if key in self.counts or sum(k.startswith("other: ") for k in self.counts) < 20:
+                self.counts[key] += 1
 
 
 def child(args: argparse.Namespace) -> None:
@@ -496,6 +500,16 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
             "complete": states.get("COMPLETE", 0),
             "lost": sum(1 for t in toward if t.state != TrialState.COMPLETE),
             "duplicates": sum(c - 1 for c in configs.values()),
+            # each repeated configuration's trials: number, state, the trial it re-runs, when it started
+            "duplicated": [
+                [
+                    (t.number, t.state.name, t.system_attrs.get(schema.RETRY_OF), str(t.datetime_start))
+                    for t in toward
+                    if json.dumps(t.params, sort_keys=True) == config
+                ]
+                for config, c in configs.items()
+                if c > 1
+            ],
             "peak_connections": monitor.peak,
             "peak_client_connections_server": monitor.peak_all,
             "pg_cpu_s": round(cpu1 - cpu0, 2),

@@ -300,9 +300,10 @@ class NovaSampler(PerTrialSeed):
         if not params and not search_space:
             return params
         held = [t for t in _snapshot(study, _HELD) if t.number != trial.number]
+        fixed = _fixed(trial)
 
-        def new(p: Mapping[str, Any]) -> bool:
-            return repeats(p, held) is None
+        def new(p: Mapping[str, Any]) -> bool:  # as the trial will run it: its fixed values win
+            return repeats({**p, **fixed}, held) is None
 
         if params and new(params):
             return params
@@ -342,7 +343,7 @@ class NovaSampler(PerTrialSeed):
 
         value = draw()
         held = [t for t in _snapshot(study, _HELD) if t.number != trial.number]
-        drawn = dict(trial.params)
+        drawn = {**_fixed(trial), **trial.params}
 
         def new(v: Any) -> bool:  # whether this value leaves the trial short of repeating a held one
             return repeats({**drawn, param_name: v}, held) is None
@@ -381,6 +382,15 @@ def reseed(sampler: object, seed: int, _depth: int = 0) -> None:
             value.rng.seed(seed)
         elif isinstance(value, optuna.samplers.BaseSampler):
             reseed(value, seed, _depth + 1)
+
+
+def _fixed(trial: FrozenTrial) -> dict[str, Any]:
+    """The values a queued trial was given (``enqueue_trial(params=...)``: a retry of a trial whose
+    worker died mid-draw carries the part it had drawn). Optuna suggests them whatever the sampler
+    proposes, so the no-repeat rule must judge a proposal with them in it: judged without them, a
+    retry's remaining draws could complete a configuration the study already holds."""
+    fixed = trial.system_attrs.get("fixed_params")
+    return dict(fixed) if isinstance(fixed, dict) else {}
 
 
 def _snapshot(study: optuna.Study, states: tuple[TrialState, ...]) -> list[FrozenTrial]:

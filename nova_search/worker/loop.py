@@ -327,7 +327,13 @@ def _ask_locked(
             try:
                 draw(trial)
             except Exception as e:  # noqa: BLE001 - the trial draws again; the ask must not be repeated
-                log.debug("drawing trial %s under the lock: %s: %s", trial.number, type(e).__name__, e)
+                log.warning(
+                    "trial %s: its configuration could not be drawn under the budget lock (%s: %s); it is "
+                    "drawn when the trial starts, where another worker may draw the same one",
+                    trial.number,
+                    type(e).__name__,
+                    e,
+                )
     if reporter is not None:
         reporter.budget(count_toward_budget(trials) + 1, budget, count_refused(trials))
     return trial

@@ -22,6 +22,6 @@ def run_small_fleet(*extra: str) -> dict[str, Any]:
     assert result["killed_workers"] == 2, result
     assert result["counted_toward_budget"] == 16 and result["budget_overshoot"] == 0, result
     assert result["complete"] == 16 and result["lost"] == 0, result
-    assert result["duplicates"] == 0, result
+    assert result["duplicates"] == 0, (result["duplicated"], result["retry_warnings"], result)
     assert result["workers_ok"] == 6 and not result["worker_errors"], result
     return result

@@ -4,10 +4,12 @@ the spec's own space through ``space.sample``, as a worker draws it."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 
 import optuna
 import pytest
+from optuna.distributions import CategoricalDistribution
 
 from benchmarks.harness.specs import minimal_spec_dict
 from nova_search.errors import SpecError
@@ -81,6 +83,31 @@ def test_a_configuration_being_measured_by_another_worker_is_not_proposed_again(
         running.append(json.dumps(trial.params, sort_keys=True))
     done = {json.dumps(t.params, sort_keys=True) for t in study.trials if t.state.is_finished()}
     assert len(set(running)) == 6 and not set(running) & done
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_queued_trials_fixed_values_count_when_its_other_values_are_drawn(seed: int) -> None:
+    """A retry of a trial whose worker died mid-draw is queued with the part it had drawn. The rest is
+    drawn so that the whole, fixed values included, is new: judged without them, a proposal of
+    (4, True, auto) passed the rule and ran as (16, True, auto), a configuration already measured."""
+    spec = _spec(seed=seed)
+    study = optuna.create_study(direction="maximize", sampler=make_sampler(spec))
+    unmeasured = [(4, True, "auto"), (16, False, "fp8")]
+    dists = {
+        "max_num_seqs": CategoricalDistribution([4, 8, 16]),
+        "enable_prefix_caching": CategoricalDistribution([True, False]),
+        "kv_cache_dtype": CategoricalDistribution(["auto", "fp8"]),
+    }
+    for m, caching, dtype in itertools.product((4, 8, 16), (True, False), ("auto", "fp8")):
+        if (m, caching, dtype) not in unmeasured:
+            params = {"max_num_seqs": m, "enable_prefix_caching": caching, "kv_cache_dtype": dtype}
+            study.add_trial(
+                optuna.trial.create_trial(params=params, distributions=dists, value=_landscape(params))
+            )
+    study.enqueue_trial({"max_num_seqs": 16})
+    trial = study.ask()
+    sample(trial, spec, "tune")
+    assert trial.params == {"max_num_seqs": 16, "enable_prefix_caching": False, "kv_cache_dtype": "fp8"}
 
 
 def test_a_repeat_is_every_parameter_of_an_earlier_trial_with_the_same_value() -> None:
