@@ -484,7 +484,9 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
         or (t.state == TrialState.FAIL and t.number not in retried)
     ]
     # a retry re-runs its failed trial's configuration on purpose: each chain counts once
-    configs = Counter(json.dumps(t.params, sort_keys=True) for t in toward)
+    by_config: dict[str, list[Any]] = defaultdict(list)
+    for t in toward:
+        by_config[json.dumps(t.params, sort_keys=True)].append(t)
     states = Counter(t.state.name for t in trials)
     result.update(
         {
@@ -499,16 +501,15 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
             "budget_overshoot": max(0, counted - budget),
             "complete": states.get("COMPLETE", 0),
             "lost": sum(1 for t in toward if t.state != TrialState.COMPLETE),
-            "duplicates": sum(c - 1 for c in configs.values()),
+            "duplicates": sum(len(ts) - 1 for ts in by_config.values()),
             # each repeated configuration's trials: number, state, the trial it re-runs, when it started
             "duplicated": [
                 [
                     (t.number, t.state.name, t.system_attrs.get(schema.RETRY_OF), str(t.datetime_start))
-                    for t in toward
-                    if json.dumps(t.params, sort_keys=True) == config
+                    for t in ts
                 ]
-                for config, c in configs.items()
-                if c > 1
+                for ts in by_config.values()
+                if len(ts) > 1
             ],
             "peak_connections": monitor.peak,
             "peak_client_connections_server": monitor.peak_all,

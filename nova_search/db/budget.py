@@ -127,57 +127,43 @@ class StorageLock:
         self._local: threading.Lock | None = None
 
     def __enter__(self) -> StorageLock:
-        if self.dialect == "postgresql":
-            self._conn = self._take_pg()
-        elif self.path:
-            folder = os.path.dirname(os.path.abspath(self.path))
-            if not os.path.isdir(folder):  # filelock would create it: a mistyped path must not
-                raise StorageError(f"the SQLite database's folder does not exist: {folder}")
-            file = FileLock(self.path + ".nova-lock", mode=0o600, preserve_lock_file=True)
-            file.acquire()
-            self._file = file
-        else:
-            with _local_guard:
-                self._local = _local_locks.setdefault(self.name, threading.Lock())
-            self._local.acquire()
+        self._acquire(blocking=True)
         return self
 
     def attempt(self) -> bool:
         """Take the lock if it is free, at once; False (holding nothing) if someone holds it. Release a
-        lock taken this way with ``__exit__`` (``release``)."""
+        lock taken this way with ``release``."""
+        return self._acquire(blocking=False)
+
+    def release(self) -> None:
+        self.__exit__(None, None, None)
+
+    def _acquire(self, blocking: bool) -> bool:
         if self.dialect == "postgresql":
-            conn = self.engine.connect()
-            try:
-                if conn.execute(text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": self.key}).scalar_one():
-                    self._conn = conn
-                    return True
-                conn.rollback()
-            except BaseException:
-                conn.close()
-                raise
-            conn.close()
-            return False
+            self._conn = self._take_pg(blocking)
+            return self._conn is not None
         if self.path:
+            folder = os.path.dirname(os.path.abspath(self.path))
+            if not os.path.isdir(folder):  # filelock would create it: a mistyped path must not
+                raise StorageError(f"the SQLite database's folder does not exist: {folder}")
             file = FileLock(self.path + ".nova-lock", mode=0o600, preserve_lock_file=True)
             try:
-                file.acquire(timeout=0)
+                file.acquire(timeout=-1 if blocking else 0)
             except Timeout:
                 return False
             self._file = file
             return True
         with _local_guard:
             local = _local_locks.setdefault(self.name, threading.Lock())
-        if not local.acquire(blocking=False):
+        if not local.acquire(blocking=blocking):
             return False
         self._local = local
         return True
 
-    def release(self) -> None:
-        self.__exit__(None, None, None)
-
-    def _take_pg(self) -> Any:
+    def _take_pg(self, blocking: bool) -> Any:
         """A connection in a transaction that holds the lock; tried again, holding nothing between
-        tries, until it is free (see the module docstring)."""
+        tries, until it is free (see the module docstring). Not ``blocking``: None at once when it
+        is held."""
         wait = LOCK_FIRST_WAIT_S
         try_lock = text("SELECT pg_try_advisory_xact_lock(:k)")
         while True:
@@ -185,6 +171,10 @@ class StorageLock:
             try:
                 if conn.execute(try_lock, {"k": self.key}).scalar_one():
                     return conn
+                if not blocking:
+                    conn.rollback()
+                    conn.close()
+                    return None
                 for place in self._queue:  # a place in the queue: wait on this connection
                     if conn.execute(try_lock, {"k": place}).scalar_one():
                         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": self.key})

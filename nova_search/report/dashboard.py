@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from nova_search.db import StorageLock, open_storage, rdb_storage, storage_error, storage_errors, study_names
+from nova_search.db import StorageLock, open_storage, storage_error, storage_errors, study_names
 from nova_search.errors import NovaError, SpecError, StorageError
 from nova_search.measure.objectives import Objective
 from nova_search.report.data import acceptance_table, throughput_table, trial_curves, user_gpu_points
@@ -459,20 +459,21 @@ def _catch_up(study: optuna.Study, wait: bool) -> bool:
         if not _unnoted(study)[0]:
             return True  # every finished trial has its note
         lock = _notes_lock(study)
+        passes = 1 if wait else NOTE_PASSES  # at the end no trial is told any more: one pass writes the rest
         deadline = time.monotonic() + END_WAIT_S
-        for _ in range(NOTE_PASSES if not wait else 10**6):
+        while passes:
             if not lock.attempt():
-                if not wait or time.monotonic() > deadline:
-                    return True  # the worker writing them will see this trial (see after_trial)
-                time.sleep(1.0)
-                continue
+                if wait and time.monotonic() < deadline:
+                    time.sleep(1.0)
+                    continue
+                return True  # the worker writing them will see this trial (see after_trial)
             try:
-                if not _write_pending(study):
-                    return True
+                wrote = _write_pending(study)
             finally:
                 lock.release()
-            if wait:
-                return True  # at the end no trial is told any more: one pass writes the rest
+            if not wrote:
+                return True
+            passes -= 1
         return True
     except Exception as e:  # noqa: BLE001 - the dashboard is a view; the study carries on without it
         _warn_once(f"the dashboard notes and graphs were not written: {type(e).__name__}: {e}")
@@ -493,17 +494,21 @@ def _notes_lock(study: optuna.Study) -> StorageLock | _Unshared:
     backend = getattr(study._storage, "_backend", study._storage)
     if not isinstance(backend, optuna.storages.RDBStorage):
         return _Unshared()
-    return StorageLock(rdb_storage(study).engine, f"{study.study_name}#notes")
+    return StorageLock(backend.engine, f"{study.study_name}#notes")
 
 
-def _unnoted(study: optuna.Study) -> tuple[set[int], set[int]]:
-    """(the finished trials of this study whose notes are not written, those whose notes are), from
-    Optuna's trial cache and the study's system attributes: cheap beside ``results_of``, so a worker
-    with nothing to write does not read the whole study (180 workers leaving a stage at once did, one
-    after the other, under the lock)."""
+def _unnoted(study: optuna.Study) -> tuple[dict[int, int], set[int]]:
+    """(number -> trial id of the finished trials of this study whose notes are not written, the
+    numbers of those whose notes are), from Optuna's trial cache and the study's system attributes:
+    cheap beside ``results_of``, so a worker with nothing to write does not read the whole study (180
+    workers leaving a stage at once did, one after the other, under the lock)."""
     noted = set(NOTED.read(study._storage.get_study_system_attrs(study._study_id)) or ())
-    finished = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
-    return finished - noted, noted
+    unnoted = {
+        t.number: t._trial_id
+        for t in study.get_trials(deepcopy=False)
+        if t.state.is_finished() and t.number not in noted
+    }
+    return unnoted, noted
 
 
 def _write_pending(study: optuna.Study) -> bool:
@@ -513,12 +518,11 @@ def _write_pending(study: optuna.Study) -> bool:
     if not unnoted:
         return False
     results = results_of(study)
-    ids = {t.number: t._trial_id for t in study.get_trials(deepcopy=False)}
     pending = [t for t in results.trials if t.study == study.study_name and t.number in unnoted]
     if not pending:
         return False
     for t in pending:
-        write_trial_note(study, t, ids[t.number], results.objectives)
+        write_trial_note(study, t, unnoted[t.number], results.objectives)
     refresh_dashboard(study, results)
     done = tuple(sorted(noted | {t.number for t in pending}))
     study._storage.set_study_system_attr(study._study_id, NOTED.key, NOTED.encode(done))
