@@ -21,14 +21,17 @@ is said once, as a warning, and the measurement it describes is already stored. 
 (``nova-search notes``) writes every note and graph of an existing study again.
 
 Serving: ``open_dashboard`` checks the storage and the artifacts folder (errors name the flag) and
-``serve`` runs optuna-dashboard's ``run_server`` with the artifact store wired in
-(``nova-search dashboard``).
+``serve`` runs optuna-dashboard's app with the artifact store wired in, its constraints filled and its
+Analytics contour kept drawable (``nova-search dashboard``).
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import importlib.util
 import logging
+import re
 import shlex
 import time
 from collections.abc import Sequence
@@ -688,15 +691,82 @@ def keep_analytics_drawable() -> bool:
     return True
 
 
+#: optuna-dashboard 0.21's browser-side contour trace as its minified script spells it (GraphContour.tsx:
+#: ``{type: "contour", x: xIndices, y: yIndices, z: zValues, colorscale: "Blues", connectgaps: true, ...}``)
+_CONTOUR_TRACE = re.compile(
+    rb'\{type:"contour",x:([\w$]+),y:([\w$]+),z:([\w$]+),colorscale:"Blues",connectgaps:!0,'
+)
+
+
+def drawable_bundle(script: bytes) -> bytes | None:
+    """optuna-dashboard's browser script with its contour trace shown only while its grid holds at
+    least two distinct values; None when the script does not hold exactly one such trace (another
+    release: it is served as it is).
+
+    The Analytics page's default contour (drawn in the browser) fills a grid over the first two
+    parameters, one cell per choice, from the COMPLETE trials. While they all sit in one cell (the
+    stock trial has no parameters, so a nova study with one other COMPLETE trial is there) the grid
+    holds one value, ``connectgaps`` spreads it, plotly.js's automatic contour levels span a zero
+    range and, for some values (378.7022069724787, not 378.70), it throws ``TypeError: Cannot read
+    properties of undefined (reading 'z')``: the page goes blank. A trace with ``visible: false`` is
+    not computed, so the page keeps its markers and draws the contour from the second distinct value
+    on. Nothing else in the script changes."""
+    found = list(_CONTOUR_TRACE.finditer(script))
+    if len(found) != 1:
+        return None
+    start = found[0].start() + len(b'{type:"contour",')
+    grid = found[0].group(3)
+    visible = b"visible:new Set([].concat(..." + grid + b").filter(v=>v!=null)).size>1,"
+    return script[:start] + visible + script[start:]
+
+
+def _serve_drawable_bundle(app: Any) -> bool:
+    """Route ``/static/bundle.js`` of optuna-dashboard's app (a bottle app: a fixed route is matched
+    before its ``/static/<filename:path>``) to ``drawable_bundle``'s script, gzipped when the browser
+    takes it; True when it does. When the script is not the one expected, a warning and False."""
+    import bottle
+    import optuna_dashboard
+
+    source = Path(optuna_dashboard.__file__).parent / "public" / "bundle.js"
+    try:
+        script = drawable_bundle(source.read_bytes())
+    except OSError as e:
+        script, why = None, f"cannot read {source.name} ({e.strerror or e})"
+    else:
+        why = "its script is not the one this was written for"
+    if script is None:
+        _warn_once(f"optuna-dashboard's Analytics contour is served as it is: {why}")
+        return False
+    packed = gzip.compress(script, mtime=0)
+    tag = '"' + hashlib.sha256(script).hexdigest()[:32] + '"'
+
+    @app.get("/static/bundle.js")
+    def bundle() -> bytes:
+        bottle.response.content_type = "text/javascript"
+        bottle.response.set_header("ETag", tag)
+        bottle.response.set_header("Cache-Control", "no-cache")
+        bottle.response.set_header("Vary", "Accept-Encoding")
+        if "gzip" in bottle.request.headers.get("Accept-Encoding", ""):
+            bottle.response.set_header("Content-Encoding", "gzip")
+            return packed
+        return script
+
+    return True
+
+
 def serve(storage: Any, artifact_store: Any, host: str, port: int) -> None:
-    """optuna-dashboard (``run_server``) on host:port until interrupted, showing Optuna 5's constraints
-    (``show_named_constraints``) and keeping its Analytics page drawable (``keep_analytics_drawable``).
+    """optuna-dashboard (its ``wsgi`` app, run as ``run_server`` runs it) on host:port until
+    interrupted, showing Optuna 5's constraints (``show_named_constraints``) and keeping its Analytics
+    page drawable (``keep_analytics_drawable`` on the server, ``drawable_bundle`` in the browser).
     Raises NovaError when the address cannot be bound."""
-    from optuna_dashboard import run_server
+    import bottle
+    from optuna_dashboard import wsgi
 
     show_named_constraints()
     keep_analytics_drawable()
+    app = wsgi(storage, artifact_store=artifact_store)
+    _serve_drawable_bundle(app)
     try:
-        run_server(storage, host=host, port=port, artifact_store=artifact_store)
+        bottle.run(app, host=host, port=port)
     except OSError as e:
         raise NovaError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None

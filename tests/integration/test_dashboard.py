@@ -287,18 +287,14 @@ def _analytics_console(base: str, study_id: int) -> tuple[str, list[str]]:
 
 
 @pytest.mark.browser
-@pytest.mark.xfail(
-    strict=True,
-    reason="optuna-dashboard 0.21 draws its default (browser-side) contour from the trials: the stock "
-    "trial (no parameters) and one COMPLETE trial give a 2x2 grid holding one value, and plotly.js "
-    "throws (docs/deploy/dashboard.md); this fails as XPASS once a release fixes it",
-)
 def test_analytics_page_with_the_stock_trial_and_one_other(tmp_path):
     """The shape every nova study passes through: the stock trial (vLLM's defaults, no parameters)
-    and one COMPLETE trial with categorical parameters, at a value that makes plotly throw in
-    optuna-dashboard 0.21's contour. Its server-side contour (the "python" plot backend of its settings)
-    gave a trace without a grid here too: `nova-search dashboard` drops it (drawable_contour,
-    tests/unit/test_dashboard_truth.py); the browser-side one, the default, still throws."""
+    and one COMPLETE trial with categorical parameters, at a value that makes plotly.js throw in
+    optuna-dashboard 0.21's browser-side contour (a 2x2 grid holding one value). `nova-search dashboard`
+    serves its script with that contour hidden until the grid holds two distinct values
+    (report.dashboard.drawable_bundle); served as it is, this page logged "Uncaught TypeError: Cannot
+    read properties of undefined (reading 'z')" and went blank. Its server-side contour (the "python"
+    plot backend of its settings) gave a trace without a grid here too: drawable_contour drops it."""
     categorical = optuna.distributions.CategoricalDistribution
     dists = {
         "enable_chunked_prefill": categorical((True, False)),
@@ -317,8 +313,14 @@ def test_analytics_page_with_the_stock_trial_and_one_other(tmp_path):
     with serve_dashboard(url, tmp_path) as base:
         study_id, _ = study_detail(base, "shape")
         dom, console = _analytics_console(base, study_id)
+        plain = httpx.get(f"{base}/static/bundle.js", headers={"Accept-Encoding": "identity"}, timeout=30)
+        packed = httpx.get(f"{base}/static/bundle.js", headers={"Accept-Encoding": "gzip"}, timeout=30)
     assert not [ln for ln in console if "Uncaught" in ln], console
     assert dom.count("js-plotly-plot") >= 3
+    assert 'id="graph-contour"' in dom  # the contour's own plot is there, its markers drawn
+    assert plain.status_code == packed.status_code == 200
+    assert packed.headers["content-encoding"] == "gzip" and packed.content == plain.content  # httpx unpacks
+    assert plain.content.count(b"visible:new Set([].concat(...") == 1
 
 
 def test_bad_flags_are_one_line_naming_the_flag(populated):

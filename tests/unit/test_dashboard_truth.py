@@ -93,3 +93,24 @@ def test_a_contour_without_a_grid_is_dropped_and_the_markers_stay(monkeypatch):
     assert keep_analytics_drawable() and keep_analytics_drawable()  # idempotent
     after = vis.plot_contour(study, target=target).data
     assert [t.type for t in after] == ["scatter", "scatter"]
+
+
+def test_the_browser_contour_is_hidden_until_its_grid_holds_two_values():
+    """drawable_bundle shows optuna-dashboard's browser-side contour trace only from two distinct
+    values in its grid (the trigger of the blank Analytics page; the browser test opens the page)."""
+    from pathlib import Path
+
+    import optuna_dashboard
+
+    from nova_search.report.dashboard import drawable_bundle
+
+    trace = b'const r=[{type:"contour",x:c,y:u,z:f,colorscale:"Blues",connectgaps:!0,hoverinfo:"none"}]'
+    assert drawable_bundle(trace) == (
+        b'const r=[{type:"contour",visible:new Set([].concat(...f).filter(v=>v!=null)).size>1,'
+        b'x:c,y:u,z:f,colorscale:"Blues",connectgaps:!0,hoverinfo:"none"}]'
+    )
+    assert drawable_bundle(b"var a=1;") is None  # another release: served as it is
+    assert drawable_bundle(trace + trace) is None  # not the one script it was written for
+    installed = (Path(optuna_dashboard.__file__).parent / "public" / "bundle.js").read_bytes()
+    patched = drawable_bundle(installed)  # the installed release (0.21) has the one trace
+    assert patched is not None and patched.count(b"visible:new Set([].concat(...") == 1
