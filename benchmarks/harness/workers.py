@@ -105,6 +105,22 @@ def vllm_processes() -> set[str]:
     return found
 
 
+def finish(procs: list[subprocess.Popen[str]], timeout: float) -> tuple[list[str], int]:
+    """Wait up to ``timeout`` seconds in all for ``procs`` to exit; kill the ones still running then.
+    Returns every process's output and how many had to be killed (hung)."""
+    deadline = time.monotonic() + timeout
+    outs: list[str] = []
+    hung = 0
+    for p in procs:
+        try:
+            outs.append(p.communicate(timeout=max(0.1, deadline - time.monotonic()))[0] or "")
+        except subprocess.TimeoutExpired:
+            hung += 1
+            p.kill()
+            outs.append((p.communicate()[0] or "") + "\n[killed: still running at the bound]")
+    return outs, hung
+
+
 def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

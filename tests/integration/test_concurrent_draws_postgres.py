@@ -11,9 +11,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from benchmarks.fault_table import note
 from benchmarks.harness.pg import fresh_database
 from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines, worker
+from benchmarks.harness.workers import fake_engines, finish, worker
 from nova_search.search import lifecycle as nova_study
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
@@ -31,10 +32,17 @@ def test_four_workers_started_together_measure_distinct_configurations(tmp_path:
         # the default seed (0), as a spec that says nothing of it gets: every worker's sampler the same
         nova_study.create(fake_spec(budget), url, "dist")
         procs = [worker(url, tmp_path, "dist", FAKE_ENGINE_BOOT_S="0.5") for _ in range(4)]
-        outs = [p.communicate(timeout=240)[0] for p in procs]
-        assert [p.returncode for p in procs] == [0] * 4, "\n".join(o[-1500:] for o in outs)
+        outs, hung = finish(procs, 240)
         configs = _configs(url)
-        assert len(configs) == budget
         duplicates = len(configs) - len(set(configs))
+        note(
+            "concurrent draws",
+            "4 workers started together, one seed, budget 8",
+            duplicates=duplicates,
+            lost=budget - len(configs),
+            hung=hung,
+        )
+        assert [p.returncode for p in procs] == [0] * 4, "\n".join(o[-1500:] for o in outs)
+        assert len(configs) == budget
         assert duplicates == 0, sorted(configs)  # 512 configurations: far from exhausted
     assert fake_engines() == []

@@ -16,10 +16,11 @@ from optuna.trial import TrialState
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from benchmarks.fault_table import note
 from benchmarks.fleet_pg import throwaway_server
 from benchmarks.harness.pg import SHARED
 from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines, worker
+from benchmarks.harness.workers import fake_engines, finish, worker
 from nova_search.db import LevelStore, StorageLock, count_toward_budget, open_storage, retrying
 from nova_search.db.connections import IDLE_CLOSE_S
 from nova_search.search import lifecycle as nova_study
@@ -35,14 +36,11 @@ def test_four_workers_on_a_server_of_twelve_connections_all_finish_their_budget(
         nova_study.create(fake_spec(8), url, "dist")
         env = {"NOVA_STORAGE_RETRY_S": "120", "NOVA_HEARTBEAT_INTERVAL": "1", "NOVA_GRACE_PERIOD": "10"}
         procs = [worker(url, tmp_path, **env) for _ in range(4)]
-        try:
-            outs = [p.communicate(timeout=150)[0] for p in procs]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-        assert [p.returncode for p in procs] == [0, 0, 0, 0], "\n".join(o[-1500:] for o in outs)
+        outs, hung = finish(procs, 150)
         trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        complete = sum(t.state == TrialState.COMPLETE for t in trials)
+        note("connections", "4 workers on max_connections=12, budget 8", lost=8 - complete, hung=hung)
+        assert [p.returncode for p in procs] == [0, 0, 0, 0], "\n".join(o[-1500:] for o in outs)
         assert count_toward_budget(trials) == 8
         assert all(t.state == TrialState.COMPLETE for t in trials), [t.state for t in trials]
         with LevelStore(url) as store:
@@ -73,12 +71,9 @@ def test_a_connection_refused_for_good_exits_5_at_once_naming_what_is_wrong(tmp_
         }[change]
         t0 = time.monotonic()
         proc = worker(bad, tmp_path, NOVA_STORAGE_RETRY_S="300")
-        try:
-            out = proc.communicate(timeout=60)[0]
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        (out,), hung = finish([proc], 60)
         took = time.monotonic() - t0
+        note("connections", f"a connection refused for good ({change})", hung=hung + (took >= 15))
         assert proc.returncode == 5, out[-2000:]
         assert took < 15, f"{took:.0f} s: retried as if transient"
         assert said in out

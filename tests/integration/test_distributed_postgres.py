@@ -13,9 +13,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from benchmarks.fault_table import note
 from benchmarks.harness.pg import fresh_database, own_server, read_trials
 from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines, wait_until, worker
+from benchmarks.harness.workers import fake_engines, finish, wait_until, worker
 from nova_search import schema
 from nova_search.db import LevelStore, count_toward_budget
 from nova_search.search import lifecycle as nova_study
@@ -91,13 +92,20 @@ def test_postgres_restart_mid_study_loses_nothing(tmp_path):
             wait_until(lambda: len(completed()) >= 2, 120, "two completed trials")
             before = {t.number: t.values for t in completed()}
             pg.restart()
-            out = proc.communicate(timeout=240)[0]
+            (out,), hung = finish([proc], 240)
         finally:
             if proc.poll() is None:
                 proc.kill()
-        assert proc.returncode == 0, out[-3000:]
         trials = read_trials(pg.url, "dist")
         after = {t.number: t.values for t in trials if t.state == TrialState.COMPLETE}
+        changed = sum(after.get(number) != values for number, values in before.items())
+        note(
+            "database faults",
+            "PostgreSQL restarted mid-study, budget 6",
+            lost=6 - len(after) + changed,
+            hung=hung,
+        )
+        assert proc.returncode == 0, out[-3000:]
         for number, values in before.items():
             assert after[number] == values  # nothing completed before the restart was lost
         assert count_toward_budget(trials) == 6

@@ -21,10 +21,11 @@ from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from benchmarks.fault_table import note
 from benchmarks.harness.faults import Storm, finished, outcome
 from benchmarks.harness.pg import fresh_database
 from benchmarks.harness.specs import fake_spec, fake_spec_dict
-from benchmarks.harness.workers import fake_engine_pids, fake_engines, wait_until, worker
+from benchmarks.harness.workers import fake_engine_pids, fake_engines, finish, wait_until, worker
 from nova_search import schema
 from nova_search.db.budget import count_refused, count_toward_budget
 from nova_search.search import lifecycle as nova_study
@@ -48,14 +49,12 @@ def test_a_connection_storm_loses_nothing_and_leaves_nothing_running(tmp_path: P
         nova_study.create(fake_spec(budget), url, "dist")
         proc = worker(url, tmp_path, "dist", FAKE_ENGINE_ITL_S="0.01", **FAST_HEARTBEATS)
         with Storm(url, every_s=0.25) as storm:
-            try:
-                out = proc.communicate(timeout=300)[0]
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
+            (out,), hung = finish([proc], 300)
+        result = outcome(url, "dist")
+        lost = budget - (result.states.get("COMPLETE") or 0) + result.running
+        note("database faults", f"a connection storm ({storm.killed} backends killed)", lost=lost, hung=hung)
         assert storm.killed > 20, storm  # the storm really cut connections, many times
         assert proc.returncode == 0, out[-3000:]
-        result = outcome(url, "dist")
         assert result.running == 0 and result.internal == [], result
         assert result.budget_used == budget and result.states.get("COMPLETE") == budget, result
     assert fake_engines() == []
@@ -158,18 +157,23 @@ def test_no_secret_reaches_storage_output_or_the_engine(tmp_path: Path):
                 for value in row
             )
         engine.dispose()
-        for where, content in (
-            ("storage", stored),
-            ("dump", dump.stdout),
-            ("dashboard API", shown),
-            ("worker output", out),
-        ):
-            assert "hunter2" not in content, where
-            assert "hf_secret_123" not in content, where
+        logs = " ".join(p.read_text(errors="replace") for p in (tmp_path / "a").rglob("*.log"))
+        places = {"storage": stored, "dump": dump.stdout, "dashboard API": shown, "worker output": out}
+        found = [
+            f"{where}: {secret}"
+            for where, content in {**places, "logs": logs}.items()
+            for secret in ("hunter2", "hf_secret_123")
+            if secret in content
+        ]
+        note(
+            "secrets",
+            "a storage password and an engine token, searched in the storage, dump, dashboard API, "
+            "worker output and logs",
+            secrets=len(found),
+        )
+        assert found == [], found
         assert "${HF_TOKEN}" in stored  # the reference is stored, not the value
         assert "max_num_seqs=" in shown  # the dashboard showed the trial's note
-        logs = " ".join(p.read_text(errors="replace") for p in (tmp_path / "a").rglob("*.log"))
-        assert "hunter2" not in logs and "hf_secret_123" not in logs
 
 
 def test_two_runs_at_once_on_an_empty_database_share_one_study(tmp_path: Path):

@@ -15,9 +15,10 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from benchmarks.fault_table import note
 from benchmarks.harness.pg import fresh_database
 from benchmarks.harness.specs import fake_spec, fake_spec_dict
-from benchmarks.harness.workers import fake_engine_pids, fake_engines, wait_until, worker
+from benchmarks.harness.workers import fake_engine_pids, fake_engines, finish, wait_until, worker
 from nova_search import schema
 from nova_search.models.tiny import build_tokenizer
 from nova_search.search import lifecycle as nova_study
@@ -54,6 +55,8 @@ def test_a_workload_file_that_is_a_fifo_or_a_device_stops_the_worker_before_its_
     with fresh_database() as url:
         nova_study.create(parse_spec(raw), url, "dist")
         code, out, took = _run_worker(url, tmp_path)
+        spent = len(optuna.load_study(study_name="dist", storage=url).get_trials())
+        note("hangs", f"workload.path a {kind}", hung=int(code is None or took >= 20), lost=spent)
         assert code == 2, (code, out[-2000:])
         assert took < 20 and "workload.path" in out and "not a regular file" in out, out[-2000:]
         assert "Traceback" not in out
@@ -70,6 +73,8 @@ def test_a_model_config_that_is_a_fifo_stops_the_worker_before_its_first_trial(t
     with fresh_database() as url:
         nova_study.create(parse_spec(raw), url, "dist")
         code, out, took = _run_worker(url, tmp_path)
+        spent = len(optuna.load_study(study_name="dist", storage=url).get_trials())
+        note("hangs", "the model's config.json a FIFO", hung=int(code is None or took >= 20), lost=spent)
         assert code == 2, (code, out[-2000:])
         assert took < 20 and "config.json" in out and "FIFO" in out, out[-2000:]
         assert optuna.load_study(study_name="dist", storage=url).get_trials() == []
@@ -106,13 +111,15 @@ def test_a_wedged_server_fails_its_trial_in_bound_and_the_worker_goes_on(
             stopped_at = time.monotonic()
             wait_until(lambda: not _alive(pid), 120, "the wedged engine torn down")
             took = time.monotonic() - stopped_at
-            out = proc.communicate(timeout=120)[0]
+            (out,), hung = finish([proc], 120)
         finally:
             if proc.poll() is None:
                 proc.kill()
+        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
+        running = sum(t.state == TrialState.RUNNING for t in trials)
+        note("hangs", f"a wedged server ({reason})", hung=hung + (took >= bound_s), lost=running)
         assert proc.returncode == 0, out[-3000:]
         assert took < bound_s, (took, out[-2000:])
-        trials = optuna.load_study(study_name="dist", storage=url).get_trials()
         first = trials[0]
         assert first.state == TrialState.FAIL
         assert schema.REASON.read(first.user_attrs) == reason, first.user_attrs

@@ -16,6 +16,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from benchmarks.fault_table import note
 from benchmarks.harness.pg import fresh_database
 from benchmarks.harness.specs import fake_spec
 from benchmarks.harness.workers import fake_engines
@@ -62,6 +63,11 @@ def test_a_full_artifacts_disk_stops_the_worker_without_spending_the_budget(tmp_
         assert "Traceback" not in out, out[-3000:]
         trials = optuna.load_study(study_name="dist", storage=url).get_trials()
         failed = [t for t in trials if t.state == TrialState.FAIL]
+        queued = sum(t.state == TrialState.WAITING for t in trials)
+        # lost: a host failure that spent the budget or was not queued again
+        note(
+            "host failures", "a full artifacts disk", lost=count_toward_budget(trials) + len(failed) - queued
+        )
         assert len(failed) == 1, [(t.number, t.state, t.user_attrs.get("nova:summary")) for t in trials]
         assert schema.REASON.read(failed[0].user_attrs) == "host"
         assert count_toward_budget(trials) == 0  # nothing spent: the host failure is queued again

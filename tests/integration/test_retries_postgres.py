@@ -16,9 +16,10 @@ import pytest
 from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 
+from benchmarks.fault_table import note
 from benchmarks.harness.pg import fresh_database, read_trials
 from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines, wait_until, worker
+from benchmarks.harness.workers import fake_engines, finish, wait_until, worker
 from nova_search import schema
 from nova_search.db import count_toward_budget, open_storage
 from nova_search.db.heartbeat import fail_orphans
@@ -54,10 +55,17 @@ def test_a_retry_killed_again_is_retried_again_and_the_stale_failures_say_why(tm
         _kill_when_measuring(url, tmp_path)  # the retry, killed too
         time.sleep(4)
         survivor = worker(url, tmp_path, "dist", **FAST_HEARTBEATS)
-        out = survivor.communicate(timeout=180)[0]
-        assert survivor.returncode == 0, out[-3000:]
+        (out,), hung = finish([survivor], 180)
         trials = read_trials(url, "dist")
         states = [t.state for t in trials]
+        complete = sum(s == TrialState.COMPLETE for s in states)
+        note(
+            "retries",
+            "a trial killed, then its retry killed again, budget 2",
+            lost=budget - complete,
+            hung=hung,
+        )
+        assert survivor.returncode == 0, out[-3000:]
         assert TrialState.RUNNING not in states
         complete = [t for t in trials if t.state == TrialState.COMPLETE]
         assert len(complete) == budget, [(t.number, t.state, t.system_attrs) for t in trials]  # 0 lost

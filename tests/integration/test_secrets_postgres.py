@@ -32,6 +32,7 @@ from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from benchmarks.fault_table import note
 from benchmarks.harness.pg import fresh_database
 from benchmarks.harness.specs import fake_spec_dict
 from benchmarks.harness.workers import fake_engine_pids, wait_until
@@ -215,6 +216,14 @@ def test_planted_secrets_are_refused_or_masked_everywhere(tmp_path: Path) -> Non
         assert optuna.study.get_all_study_names(url) == ["secrets"]
         found = _found(texts)
         print(f"secrets found: {len(found)}; literal secrets not refused: {len(refused)}")
+        note(
+            "secrets",
+            "5 planted secrets and the printed API key, searched in the storage, dump, status, exports, "
+            "report, notes, logs and ps; 4 literal secrets given to create",
+            secrets=len(found),
+            refused=len(LITERALS) - len(refused),
+            tried=len(LITERALS),
+        )
         assert found == [] and refused == [], "\n".join(found + refused)
         # the storage URL is shown, masked (its query values too)
         assert "password=***" in texts["dump secrets"]
@@ -260,11 +269,18 @@ def test_an_engine_version_with_a_newline_injects_no_command_and_no_document(tmp
         (tmp_path / "export.sh").write_text(exports["vllm"])
         stub = 'vllm() { printf "%s\\n" "$1" >> calls; }; '
         subprocess.run(["bash", "-c", stub + f"source {tmp_path / 'export.sh'}"], cwd=run, timeout=30)
+        k8s = list(yaml.safe_load_all(exports["k8s"]))
+        compose = list(yaml.safe_load_all(exports["compose"]))
+        commands = [p.name for p in run.iterdir() if p.name != "calls"]
+        commands += (run / "calls").read_text().splitlines()[1:]  # vllm ran more than once
+        note(
+            "injection",
+            "an engine version with a newline, a shell line and a Pod: its exports sourced and parsed",
+            injected=len(commands) + len(k8s) - 3 + len(compose) - 1,
+        )
         assert sorted(p.name for p in run.iterdir()) == ["calls"], exports["vllm"]  # no touch ran
         assert (run / "calls").read_text() == "serve\n"  # vllm ran once
-        k8s = list(yaml.safe_load_all(exports["k8s"]))
         assert [d["kind"] for d in k8s] == ["PersistentVolumeClaim", "Service", "Deployment"], exports["k8s"]
-        compose = list(yaml.safe_load_all(exports["compose"]))
         assert len(compose) == 1 and set(compose[0]) == {"services", "volumes"}, exports["compose"]
         # not a version: no image tag is made of it
         assert compose[0]["services"]["vllm"]["image"].endswith(":latest"), exports["compose"]
@@ -286,9 +302,12 @@ def test_a_model_path_with_a_line_break_is_refused_at_create(tmp_path: Path, pat
         spec_path = tmp_path / "spec.yaml"
         spec_path.write_text(yaml.safe_dump(raw))
         r = nova("create", str(spec_path), "--storage", url, timeout=30)
+        written = optuna.study.get_all_study_names(url)
+        held = r.returncode == 2 and "path holds a control character" in r.stderr and not written
+        note("injection", f"model.path {path!r} at create", refused=int(held), tried=1)
         assert r.returncode == 2, r.stdout + r.stderr
         assert "path holds a control character" in r.stderr and "Traceback" not in r.stderr
-        assert optuna.study.get_all_study_names(url) == []
+        assert written == []
 
 
 # ---------------------------------------------------------------- hostile inputs of this family
@@ -400,4 +419,10 @@ def test_hostile_secrets_and_line_breaks_are_refused_at_create_fast_writing_noth
         results = list(pool.map(lambda row: _hostile(tmp_path, row), HOSTILE))
     failed = [f"{rid}: {problem}" for rid, problem in results if problem]
     print(f"hostile inputs refused: {len(HOSTILE) - len(failed)} of {len(HOSTILE)}")
+    note(
+        "secrets",
+        f"{len(HOSTILE)} hostile inputs: secrets in the spec, the guard's spellings, line breaks",
+        refused=len(HOSTILE) - len(failed),
+        tried=len(HOSTILE),
+    )
     assert failed == [], "\n".join(failed)

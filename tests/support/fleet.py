@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.fault_table import note
 from benchmarks.fleet_scale import fleet, parser
 
 #: 8 workers in 4 processes, 16 trials of 2 s, one process (2 workers) SIGKILLed at 20 % of the budget
@@ -18,6 +19,13 @@ def run_small_fleet(*extra: str) -> dict[str, Any]:
     process hung, the killed process's 2 workers were killed, the budget of 16 is met exactly, all 16
     COMPLETE (none lost), no configuration measured twice, the 6 others exited cleanly."""
     result = fleet(parser().parse_args([*SMALL_FLEET, *extra]))
+    note(
+        "fleet",
+        "8 workers, budget 16, 2 killed mid-trial" + (f" ({' '.join(extra)})" if extra else ""),
+        lost=result["lost"],
+        duplicates=result["duplicates"],
+        hung=result["hung_processes"],
+    )
     assert result["finished"] and result["hung_processes"] == 0, result
     assert result["killed_workers"] == 2, result
     assert result["counted_toward_budget"] == 16 and result["budget_overshoot"] == 0, result
