@@ -9,13 +9,14 @@
 # Up to three pytest runs, each given PYTEST ARGS (a -m of yours takes the tier's place in each):
 #   1. the tests marked serial, alone: they bound a timing (a schedule's lag, a CPU-bound client), and
 #      other tests running beside them would be what they measure;
-#   2. the rest of the default tier (with --all, the faults tier too) on NOVA_TEST_WORKERS pytest-xdist workers (default 3, or -n N; 0: all
-#      in one process). Most of these tests wait (stand-in engines booting, heartbeats, grace periods,
-#      worker subprocesses): three at a time keep 2 cores busy, not overloaded. Each worker counts only
-#      its own stand-in engines and keeps a file of tests sharing a module fixture (tests/conftest.py);
-#      every database is a fresh one (benchmarks/harness/pg.py), every port a free one;
-#   3. --all (or a -m of yours): the engine, browser and recorded tiers, one test at a time (vLLM on the
-#      CPU takes the cores).
+#   2. the rest of the default tier (with --all, the faults, browser and recorded tiers too) on
+#      NOVA_TEST_WORKERS pytest-xdist workers (default 3, or -n N; 0: all in one process). Most of these
+#      tests wait (stand-in engines booting, heartbeats, grace periods, worker subprocesses): three at a
+#      time keep 2 cores busy, not overloaded. Each worker counts only its own stand-in engines and keeps
+#      a file of tests sharing a module fixture (tests/conftest.py); every database is a fresh one
+#      (benchmarks/harness/pg.py), every port a free one;
+#   3. --all (or a -m of yours): the engine tier, one test at a time (vLLM on the CPU takes the cores:
+#      the engine on core 0, its load generator on core 1).
 # The exit status is the first failing run's (pytest's 1 failed, 2 interrupted, ...); a run that selects no
 # test (pytest's 5) is no failure unless none of them ran any test.
 set -euo pipefail
@@ -85,7 +86,8 @@ if $all && ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer 
     || { apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 && apt-get -o DPkg::Lock::Timeout=300 install -y -qq pgbouncer >&2; }
 fi
 
-heavy="engine or browser or recorded"
+heavy="engine or browser or recorded"  # --all only
+alone="engine"                         # one test at a time
 if [ -n "$user_tier" ]; then
   tier="($user_tier)"
 elif $all; then
@@ -117,13 +119,15 @@ run() {
 }
 
 run "serial (timing) tests, alone" -m "$(both "$tier" "serial and not ($heavy)")"
+# the parallel run: without --all the default tier; with it (or a -m of yours) everything but the engine tier
+if $all || [ -n "$user_tier" ]; then parallel="not serial and not ($alone)"; else parallel="not serial and not ($heavy)"; fi
 if [ "$workers" -gt 0 ]; then
-  run "default tier, $workers workers" -n "$workers" --dist loadgroup -m "$(both "$tier" "not serial and not ($heavy)")"
+  run "default tier, $workers workers" -n "$workers" --dist loadgroup -m "$(both "$tier" "$parallel")"
 else
-  run "default tier" -m "$(both "$tier" "not serial and not ($heavy)")"
+  run "default tier" -m "$(both "$tier" "$parallel")"
 fi
 if $all || [ -n "$user_tier" ]; then
-  run "engine, browser and recorded tiers, one at a time" -m "$(both "$tier" "($heavy)")"
+  run "engine tier, one at a time" -m "$(both "$tier" "($alone)")"
 fi
 if ! $ran_any; then
   echo "[test] no test selected" >&2

@@ -33,7 +33,7 @@ def with_space(raw: dict[str, Any], **space: Any) -> StudySpec:
 
 
 def test_stock_config_is_engine_defaults_only(tiny_spec: StudySpec) -> None:
-    assert stock_config(tiny_spec) == EngineConfig(gpu_memory_utilization=0.3, max_model_len=2048)
+    assert stock_config(tiny_spec) == EngineConfig(gpu_memory_utilization=0.05, max_model_len=2048)
 
 
 def test_stock_config_tensor_parallel(tiny_raw: dict[str, Any]) -> None:
@@ -51,7 +51,7 @@ def test_method_none_has_no_speculative_params(tiny_spec: StudySpec) -> None:
     config = sample(trial, tiny_spec)
     assert config == EngineConfig(
         kv_cache_dtype="fp8",
-        gpu_memory_utilization=0.3,  # engine.defaults
+        gpu_memory_utilization=0.05,  # engine.defaults
         max_num_seqs=8,
         max_num_batched_tokens=1024,
         enable_prefix_caching=True,
@@ -202,7 +202,7 @@ def test_tpe_study_samples_a_conditional_space(tiny_spec: StudySpec) -> None:
         assert trial.distributions["max_num_seqs"].log is True
         assert "prompt_lookup_min" not in p  # fixed in the spec
         assert "gpu_memory_utilization" not in p  # not in the space
-        assert config.gpu_memory_utilization == 0.3 and config.max_model_len == 2048
+        assert config.gpu_memory_utilization == 0.05 and config.max_model_len == 2048
         if method == "none":
             assert config.speculative is None
             assert "num_speculative_tokens" not in p and "prompt_lookup_max" not in p
