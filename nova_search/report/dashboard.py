@@ -694,7 +694,7 @@ def keep_analytics_drawable() -> bool:
 #: optuna-dashboard 0.21's browser-side contour trace as its minified script spells it (GraphContour.tsx:
 #: ``{type: "contour", x: xIndices, y: yIndices, z: zValues, colorscale: "Blues", connectgaps: true, ...}``)
 _CONTOUR_TRACE = re.compile(
-    rb'\{type:"contour",x:([\w$]+),y:([\w$]+),z:([\w$]+),colorscale:"Blues",connectgaps:!0,'
+    rb'\{type:"contour",(?=x:[\w$]+,y:[\w$]+,z:([\w$]+),colorscale:"Blues",connectgaps:!0,)'
 )
 
 
@@ -711,13 +711,10 @@ def drawable_bundle(script: bytes) -> bytes | None:
     properties of undefined (reading 'z')``: the page goes blank. A trace with ``visible: false`` is
     not computed, so the page keeps its markers and draws the contour from the second distinct value
     on. Nothing else in the script changes."""
-    found = list(_CONTOUR_TRACE.finditer(script))
-    if len(found) != 1:
-        return None
-    start = found[0].start() + len(b'{type:"contour",')
-    grid = found[0].group(3)
-    visible = b"visible:new Set([].concat(..." + grid + b").filter(v=>v!=null)).size>1,"
-    return script[:start] + visible + script[start:]
+    patched, found = _CONTOUR_TRACE.subn(
+        lambda m: m[0] + b"visible:new Set([].concat(..." + m[1] + b").filter(v=>v!=null)).size>1,", script
+    )
+    return patched if found == 1 else None
 
 
 def _serve_drawable_bundle(app: Any) -> bool:

@@ -60,7 +60,7 @@ def test_a_workload_file_that_is_a_fifo_or_a_device_stops_the_worker_before_its_
         assert code == 2, (code, out[-2000:])
         assert took < 20 and "workload.path" in out and "not a regular file" in out, out[-2000:]
         assert "Traceback" not in out
-        assert optuna.load_study(study_name="dist", storage=url).get_trials() == []  # nothing spent
+        assert spent == 0  # no trial asked
     assert fake_engines() == []
 
 
@@ -77,7 +77,7 @@ def test_a_model_config_that_is_a_fifo_stops_the_worker_before_its_first_trial(t
         note("hangs", "the model's config.json a FIFO", hung=int(code is None or took >= 20), lost=spent)
         assert code == 2, (code, out[-2000:])
         assert took < 20 and "config.json" in out and "FIFO" in out, out[-2000:]
-        assert optuna.load_study(study_name="dist", storage=url).get_trials() == []
+        assert spent == 0  # no trial asked
     assert fake_engines() == []
 
 

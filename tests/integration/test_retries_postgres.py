@@ -58,16 +58,15 @@ def test_a_retry_killed_again_is_retried_again_and_the_stale_failures_say_why(tm
         (out,), hung = finish([survivor], 180)
         trials = read_trials(url, "dist")
         states = [t.state for t in trials]
-        complete = sum(s == TrialState.COMPLETE for s in states)
+        complete = [t for t in trials if t.state == TrialState.COMPLETE]
         note(
             "retries",
             "a trial killed, then its retry killed again, budget 2",
-            lost=budget - complete,
+            lost=budget - len(complete),
             hung=hung,
         )
         assert survivor.returncode == 0, out[-3000:]
         assert TrialState.RUNNING not in states
-        complete = [t for t in trials if t.state == TrialState.COMPLETE]
         assert len(complete) == budget, [(t.number, t.state, t.system_attrs) for t in trials]  # 0 lost
         assert count_toward_budget(trials) == budget
         failed = [t for t in trials if t.state == TrialState.FAIL]

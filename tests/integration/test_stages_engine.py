@@ -1,9 +1,10 @@
 """Both stages end to end on the real engine (vLLM CPU, the tiny model): studies/tiny-cpu-speculative.yaml
 as a user runs it, smaller. Stage one tunes (one trial, stock: choosing among several is
-test_stages_standin's), stage two measures the tuned stack again and then the first drafter of the
-study, n-gram, on top of it; the verdict and the policy come out of `nova-search policy`. (Every
-drafter staged, verdicts and policy: test_stages_standin; the draft model and EAGLE-3 served by this
-engine through nova's launcher, accepted and keeping the target's output: test_trained_engine.)"""
+test_stages_standin's), stage two measures the tuned stack again and then n-gram (the study's only
+drafter here) on top of it; the verdict and the policy come out of `nova-search policy`. (Several
+drafters staged, n-gram and the draft model, with verdicts and policy: test_stages_standin; the draft
+model and EAGLE-3 served by this engine through nova's launcher, accepted and keeping the target's
+output: test_trained_engine.)"""
 
 from __future__ import annotations
 
