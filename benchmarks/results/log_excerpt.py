@@ -1,6 +1,6 @@
 """The committed excerpt of a study's server logs: what the results READMEs and tests quote from them.
 
-A session's ``server-logs.tgz`` (``benchmarks/h200/study.sh collect``: the workers' artifacts folder,
+A session's ``server-logs.tgz`` (``benchmarks/gpu/study.sh collect``: the workers' artifacts folder,
 every vLLM server's log and every request record) runs to megabytes, nearly all of it vLLM's access log
 (one line a request, one a /metrics scrape) and the request records. Those stay out of the repository;
 the excerpt keeps every other line of every ``*.log`` (boots, compile-cache lines, memory, sleeps and

@@ -27,7 +27,7 @@ SLEEP_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 #: cudaHostRegister, instead of one cudaHostAlloc. A sleep copies the weights into new pinned memory;
 #: only a server's first sleep allocates it (the wake frees it into PyTorch's cache, which the next
 #: sleep reuses). On the H200, 15.3 GiB took 6.8 s with the default, 1.9 s with 8 threads and 1.3 s
-#: with 16 (benchmarks/h200/pinned_alloc.py; the copy into it 0.30 s either way).
+#: with 16 (benchmarks/gpu/pinned_alloc.py; the copy into it 0.30 s either way).
 PINNED_CONF = "pinned_use_cuda_host_register:True,pinned_num_register_threads:{threads}"
 ALLOC_CONF = "PYTORCH_CUDA_ALLOC_CONF"
 #: seconds a sleep or a wake may take (the first sleep copies every weight to host memory)

@@ -102,7 +102,7 @@ def with_graph_sizes(spec: StudySpec, config: EngineConfig) -> EngineConfig:
     """``engine.cuda_graphs: sweep``: the configuration with max_cudagraph_capture_size set from the
     sweep (``sweep_graph_size``). vLLM's default sizes follow max_num_seqs (up to min(2 x
     max_num_seqs x (1 + k), 512)) and are part of its compile cache's key, so a searched max_num_seqs
-    made every boot compile again (benchmarks/h200/boot_times.sh). Left as it is with ``vllm``, on the
+    made every boot compile again (benchmarks/gpu/boot_times.sh). Left as it is with ``vllm``, on the
     CPU, and where the spec sets the size (space, engine.defaults, tuned, extra_args)."""
     name = "max_cudagraph_capture_size"
     given = (
@@ -162,8 +162,12 @@ def sample(
         if (profile := sp.acceptance.get(method)) is not None:  # a projection (spec/acceptance.py)
             drawn = None
             if profile.lengths is not None:
+                listed = profile.listed_lengths()
                 drawn = s.param(
-                    "acceptance_length", FloatRange(low=profile.lengths.low, high=profile.lengths.high)
+                    "acceptance_length",
+                    FloatChoices(choices=listed)
+                    if listed
+                    else FloatRange(low=profile.lengths.low, high=profile.lengths.high),  # type: ignore[union-attr]
                 )
                 drawn = round(float(drawn), 2)
             synthetic = profile.speculative_config(drawn)

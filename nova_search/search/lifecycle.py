@@ -43,6 +43,24 @@ from nova_search.spec import StudySpec, parse_spec, redacted_spec
 DEFAULT_STORAGE = "sqlite:///nova.db"
 
 
+def drafter_queue(spec: StudySpec) -> list[dict[str, Any]]:
+    """The trials a speculative stage queues after its tuned trial: one per drafter where the space
+    lists several, one per listed acceptance length (``acceptance.M.lengths.choices``) of each."""
+    sp = spec.space.speculative
+    drafters = [m for m in sp.methods() if m != "none"]
+    queue: list[dict[str, Any]] = []
+    for method in drafters:
+        profile = sp.acceptance.get(method)
+        lengths: list[float | None] = list(profile.listed_lengths()) if profile else []
+        for length in lengths or [None]:
+            params: dict[str, Any] = {"spec_method": method} if len(drafters) > 1 else {}
+            if length is not None:
+                params["acceptance_length"] = length
+            if params:
+                queue.append(params)
+    return queue
+
+
 def _new_stage_study(
     storage: RDBStorage, spec: StudySpec, parent: str, stage: str, base: StageBase | None = None
 ) -> optuna.Study:
@@ -60,14 +78,18 @@ def _new_stage_study(
     schema.PARENT.write(study, parent)
     if base is not None:
         schema.BASE.write(study, base)
+        if stage == spec.stages[0]:
+            # a speculative-first study has no tune stage to measure stock in: its baselines come
+            # first here, so that tuning's own gain (stock -> tuned) stands beside the drafters'
+            for role in spec.baselines:
+                study.enqueue_trial({}, user_attrs=schema.ROLE.item(role))
         # the tuned configuration, measured again beside the candidates: every gain is quoted against it
         study.enqueue_trial({}, user_attrs=schema.ROLE.item("tuned"))
-        # then every drafter once (the rest of its configuration sampled) before the sampler takes
-        # over: each architecture gets a verdict, not only the ones the sampler happens to draw
-        drafters = [m for m in spec.space.speculative.methods() if m != "none"]
-        if len(drafters) > 1:
-            for method in drafters:
-                study.enqueue_trial({"spec_method": method})
+        # then every drafter once, and each listed acceptance length once (the rest of the
+        # configuration sampled), before the sampler takes over: each architecture and each length
+        # gets a verdict, not only the ones the sampler happens to draw
+        for params in drafter_queue(spec):
+            study.enqueue_trial(params)
     else:
         for role in spec.baselines:
             study.enqueue_trial({}, user_attrs=schema.ROLE.item(role))

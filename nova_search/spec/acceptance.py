@@ -9,7 +9,9 @@ A profile is exactly one of:
 - ``rates: [r1, ..., rk]``: per-position *unconditional* rates, non-increasing, each in [0, 1], one per
   speculative token (acceptance length 1 + the sum);
 - ``lengths: {low, high}``: a searched range of lengths; the sampler draws L as a parameter
-  (``acceptance_length``).
+  (``acceptance_length``);
+- ``lengths: {choices: [L1, L2, ...]}``: listed lengths; the study measures each once (one trial
+  queued per length, ``search.lifecycle``), then the sampler may draw among them.
 
 Every figure from such a trial is a projection at acceptance L, never a measurement of that drafter
 (``analysis.projection``). vLLM's CPU build refuses synthetic sampling at the first request, so a spec
@@ -19,9 +21,9 @@ with a profile is refused before any server boots on it (``engine_refusal``).
 from __future__ import annotations
 
 import subprocess
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from nova_search.spec._base import StrictModel
 
@@ -51,6 +53,32 @@ class LengthRange(StrictModel):
         return self
 
 
+class LengthChoices(StrictModel):
+    """Listed mean acceptance lengths: each measured once (one queued trial per length)."""
+
+    choices: list[Annotated[float, Field(ge=1.0, le=MAX_LENGTH)]] = Field(min_length=1, max_length=50)
+
+    @model_validator(mode="after")
+    def _unique(self) -> LengthChoices:
+        if len(set(self.choices)) != len(self.choices):
+            raise ValueError(f"choices: each length once (got {self.choices})")
+        return self
+
+
+def _lengths_kind(value: Any) -> str:
+    """Which form ``lengths`` takes: listed (``{choices}``) or a range (``{low, high}``)."""
+    if isinstance(value, LengthChoices) or (isinstance(value, dict) and "choices" in value):
+        return "listed"
+    return "range"
+
+
+#: ``lengths``: a range or listed lengths, told apart by their keys (an error names the one given)
+Lengths = Annotated[
+    Annotated[LengthRange, Tag("range")] | Annotated[LengthChoices, Tag("listed")],
+    Discriminator(_lengths_kind),
+]
+
+
 class AcceptanceProfile(StrictModel):
     """A drafter's synthetic acceptance: exactly one of ``length``, ``rates`` or ``lengths``."""
 
@@ -58,8 +86,9 @@ class AcceptanceProfile(StrictModel):
     length: float | None = Field(default=None, ge=1.0, le=MAX_LENGTH)
     #: per-position unconditional acceptance rates: k of them, non-increasing, each in [0, 1]
     rates: list[float] | None = Field(default=None, min_length=1, max_length=64)
-    #: a searched range of lengths {low, high}: the sampler draws L (parameter acceptance_length)
-    lengths: LengthRange | None = None
+    #: a searched range of lengths {low, high}, or listed ones {choices: [...]} (each measured once):
+    #: the sampler draws L (parameter acceptance_length)
+    lengths: Lengths | None = None
 
     @model_validator(mode="after")
     def _one(self) -> AcceptanceProfile:
@@ -93,14 +122,32 @@ class AcceptanceProfile(StrictModel):
                     f"{len(self.rates)} (the space draws {', '.join(str(k) for k in sorted(set(ks)))})"
                 )
             return None
-        top = self.length if self.length is not None else self.lengths.high  # type: ignore[union-attr]
+        top = self.length if self.length is not None else self.top_length()
         if top > lo_k + 1:
-            name = "length" if self.length is not None else "lengths.high"
+            name = (
+                "length"
+                if self.length is not None
+                else "lengths.choices" if isinstance(self.lengths, LengthChoices) else "lengths.high"
+            )
             return (
                 f"{name}: {top:g} exceeds k + 1 = {lo_k + 1} for num_speculative_tokens {lo_k} "
                 "(a mean acceptance length is at most one more than the tokens drafted)"
             )
         return None
+
+    def top_length(self) -> float:
+        """The longest mean acceptance length this profile can ask for (``rates``: 1 + their sum)."""
+        if self.length is not None:
+            return self.length
+        if isinstance(self.lengths, LengthChoices):
+            return max(self.lengths.choices)
+        if self.lengths is not None:
+            return self.lengths.high
+        return 1.0 + sum(self.rates or ())
+
+    def listed_lengths(self) -> list[float]:
+        """The lengths a study measures once each (``lengths: {choices}``), in the spec's order."""
+        return list(self.lengths.choices) if isinstance(self.lengths, LengthChoices) else []
 
     def speculative_config(self, length: float | None = None) -> dict[str, object]:
         """The keys this profile adds to ``--speculative-config`` (``length``: the drawn L of a range)."""

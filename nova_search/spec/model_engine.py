@@ -9,12 +9,13 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     Field,
     create_model,
+    field_validator,
     model_validator,
 )
 
 from nova_search import redact
 from nova_search.engine.config import SPACE_KNOBS, Knob
-from nova_search.spec._base import StrictModel
+from nova_search.spec._base import StrictModel, as_cores
 
 # ---------------------------------------------------------------- model, engine
 
@@ -114,7 +115,8 @@ class EngineSpec(StrictModel):
     #: flags passed to every trial's server, after the knobs; not --api-key, --host, --port or --config
     #: (nova sets them per trial), not a --hf-token value (use env HF_TOKEN), in any spelling vLLM reads
     extra_args: list[str] = Field(default_factory=list)
-    #: CPU cores the server is pinned to (its children inherit it). On a small CPU machine keep the
+    #: CPU cores the server is pinned to (its children inherit it): a list, or a taskset-style string
+    #: such as ``0-7``. On a small CPU machine keep the
     #: engine and the load generator (sweep.client_cpus) on different cores, or both measure noise.
     cpus: list[Annotated[int, Field(ge=0, le=65535)]] | None = Field(default=None, min_length=1)
     #: knob values every trial gets, the stock baseline included, unless the space sets them (what the
@@ -130,6 +132,11 @@ class EngineSpec(StrictModel):
     boot_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
     #: seconds between SIGTERM and SIGKILL when a server is stopped
     stop_timeout_s: float = Field(default=20.0, gt=0, le=3600)
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _cpus(cls, v: Any) -> Any:
+        return as_cores(v)  # 0-7, "0,2,4-7" or [0, 1], as sweep.client_cpus takes them
 
     @model_validator(mode="before")
     @classmethod

@@ -1,7 +1,7 @@
 """``nova-search bench``: measure an already-running OpenAI-compatible server with nova's load
 generator, level by level, and return the same LevelResults a trial stores. Used to check a
 deployment, and by the cross-check against vLLM's own benchmark (benchmarks/harness/crosscheck.py,
-benchmarks/h200/crosscheck_h200.py).
+benchmarks/gpu/crosscheck_h200.py).
 
 The client runs on ``cpus`` in as many processes as the level needs (``loadgen.procs``); a level
 whose busiest client process is CPU-bound is re-run on more processes, or reported flagged.

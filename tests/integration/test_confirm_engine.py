@@ -27,6 +27,7 @@ def test_a_workers_first_drafter_trial_is_paired_with_the_tuned_baseline_it_boot
         tiny_model,
         name="adopt-engine",
         stages=["speculative"],
+        baselines=[],  # the pairing with the tuned leader is the point: no stock trial
         tuned={"max_num_seqs": 4},
         space={
             "speculative": {

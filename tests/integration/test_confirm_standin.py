@@ -160,6 +160,7 @@ def test_a_workers_first_drafter_trial_boots_the_tuned_baseline_as_its_leader(tm
     raw = minimal_spec_dict(
         name="adopt",
         stages=["speculative"],
+        baselines=[],  # the pairing with the tuned leader is the point: no stock trial
         tuned={"max_num_seqs": 8},
         space={"speculative": NGRAM},
         sweep=PAIR_SWEEP,

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.recorded
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results" / "crosscheck-h200"
-MODULE = "benchmarks.h200.crosscheck_h200"  # run as a module from the repository root
+MODULE = "benchmarks.gpu.crosscheck_h200"  # run as a module from the repository root
 FIGURES = {"output_throughput", "ttft_p50_ms", "tpot_p50_ms"}
 
 

@@ -1,6 +1,6 @@
-"""The H200 drafters (benchmarks/h200/make_drafters.py) and their study
+"""The H200 drafters (benchmarks/gpu/make_drafters.py) and their study
 (studies/experiments/h200-qwen3-8b-drafters.yaml): on a Qwen3-8B-shaped target built here (the
-committed benchmarks/h200/qwen3-8b-config.json), the script
+committed benchmarks/gpu/qwen3-8b-config.json), the script
 writes the config fields vLLM 0.26.0 reads for each method, consistent with the target, and the study
 points at the folders it writes, with one trial per drafter on a fixed tuned stack."""
 
@@ -16,7 +16,7 @@ from typing import Any
 import optuna
 import pytest
 
-from benchmarks.h200 import make_drafters
+from benchmarks.gpu import make_drafters
 from nova_search.engine.command import config_args
 from nova_search.engine.probe import parse_metrics
 from nova_search.search.configs import sample, tuned_config

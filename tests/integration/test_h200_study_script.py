@@ -1,4 +1,4 @@
-"""benchmarks/h200/study.sh carries vLLM's compile cache between sessions: `cache` packs the node's
+"""benchmarks/gpu/study.sh carries vLLM's compile cache between sessions: `cache` packs the node's
 VLLM_CACHE_ROOT into $OUT, `restore` (run by `start`) unpacks the carried copy named after the storage,
 and never over a cache that is already there. The committed H200 run (benchmarks/results/h200-cache-carry)
 shows a carried cache loaded on another machine."""

@@ -63,7 +63,7 @@ def test_status_policy_export_and_report_name_one_tuned_trial(storage: str, tmp_
 
     status = nova_ok("status", STUDY, "--storage", storage)
     assert "tuned baseline: trial 8" in status
-    # the split issue 14 measured by hand on this study (benchmarks/h200/summarize.py): 25 % windows
+    # the split issue 14 measured by hand on this study (benchmarks/gpu/summarize.py): 25 % windows
     assert "GPU time: 1264 s (0.351 GPU-h): windows 25%, boots 67%, failed boots 0%, other 8%" in status
     # how busy the one GPU was: held by a server for 1264 s of the 1312 s from first trial to last
     assert "GPUs held by a server: GPU 0 96% (1264 s) of the study's 1312 s" in status

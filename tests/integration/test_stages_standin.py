@@ -150,7 +150,7 @@ def test_a_speculative_only_study_builds_on_the_given_tuned_configuration(tmp_pa
         tmp_path,
         stages=["speculative"],
         tuned={"max_num_seqs": 16, "enable_prefix_caching": False},
-        budget={"n_trials": 3},
+        budget={"n_trials": 4},
     )
     spec = load_spec(path)
     study = nova_study.create(spec, url, "reuse")
@@ -158,12 +158,16 @@ def test_a_speculative_only_study_builds_on_the_given_tuned_configuration(tmp_pa
     base = study.user_attrs[schema.BASE.key]
     assert base["config"]["max_num_seqs"] == 16 and base["config"]["enable_prefix_caching"] is False
     waiting = study.get_trials()
-    assert [t.user_attrs.get(schema.ROLE.key) for t in waiting] == ["tuned", None, None]
+    # no tune stage measured stock: the speculative stage queues it first, then the tuned trial
+    assert [t.user_attrs.get(schema.ROLE.key) for t in waiting] == ["stock", "tuned", None, None]
     r = nova("run", path, "--storage", url, "--study-name", "reuse", "--artifacts-dir", str(tmp_path / "a"))
     assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
     done = optuna.load_study(study_name="reuse.speculative", storage=url).get_trials()
-    assert [t.state.name for t in done] == ["COMPLETE"] * 3
-    assert done[0].user_attrs[schema.CONFIG.key]["max_num_seqs"] == 16
+    assert [t.state.name for t in done] == ["COMPLETE"] * 4
+    stock, tuned, *drafters = (t.user_attrs[schema.CONFIG.key] for t in done)
+    assert stock["speculative"] is None and stock["max_num_seqs"] != 16
+    assert tuned["max_num_seqs"] == 16 and tuned["speculative"] is None
+    assert all(d["speculative"] is not None for d in drafters)  # max_num_seqs redrawn with a drafter
 
 
 def test_a_tune_stage_measures_the_given_tuned_configuration_as_a_reference(tmp_path):

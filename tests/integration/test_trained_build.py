@@ -1,6 +1,6 @@
 """The GPU pair's build path, run on this machine's CPU with the engine's torch: a site folder's
 sources as the corpus (``--corpus``), and per-model time budgets that cut the planned steps short.
-The H200 runs the same code with ``device: cuda`` (benchmarks/h200/trained_study.sh)."""
+The H200 runs the same code with ``device: cuda`` (benchmarks/gpu/trained_study.sh)."""
 
 from __future__ import annotations
 

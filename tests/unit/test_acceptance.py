@@ -106,6 +106,9 @@ def test_rates_and_a_searched_range(tiny_raw: dict[str, Any]) -> None:
         ({"eagle3": {"rates": [0.5, 0.2, 0.1]}}, {"low": 2, "high": 4}, "fixed at 3"),
         ({"eagle3": {"lengths": {"low": 2.0, "high": 3.5}}}, {"low": 2, "high": 4}, "lengths.high: 3.5"),
         ({"eagle3": {"lengths": {"low": 3.0, "high": 2.0}}}, 3, "low (3) must be below high (2)"),
+        ({"eagle3": {"lengths": {"choices": [2.0, 4.5]}}}, 3, "lengths.choices: 4.5 exceeds k + 1 = 4"),
+        ({"eagle3": {"lengths": {"choices": [2.0, 2.0]}}}, 3, "each length once"),
+        ({"eagle3": {"lengths": {"choices": []}}}, 3, "lengths.listed.choices: List should have at least 1 item"),
         ({"draft_model": {"length": 2.0}}, 3, "acceptance.draft_model: not a drafter method"),
         ({"eagle3": {"length": 2.0, "bogus": 1}}, 3, "bogus"),
     ],
@@ -258,3 +261,30 @@ def test_tpe_draws_the_searched_length_in_range(tiny_raw: dict[str, Any]) -> Non
             assert length is None and "acceptance_length" not in trial.params
         study.tell(trial, float(length or 1.0))
     assert seen
+
+
+def test_listed_lengths_are_each_queued_once(tiny_raw: dict[str, Any]) -> None:
+    """``lengths: {choices}``: one queued trial per listed length (per drafter where the space lists
+    several), each drawn as the categorical acceptance_length; a lone drafter with one length queues
+    nothing (the sampler draws it)."""
+    from nova_search.search.lifecycle import drafter_queue
+
+    spec = spec_with(tiny_raw, {"eagle3": {"lengths": {"choices": [2.04, 1.6]}}})
+    assert drafter_queue(spec) == [
+        {"spec_method": "eagle3", "acceptance_length": 2.04},
+        {"spec_method": "eagle3", "acceptance_length": 1.6},
+        {"spec_method": "ngram"},
+    ]
+    config = sample(optuna.trial.FixedTrial({**BASE, "spec_method": "eagle3", "acceptance_length": 1.6}), spec)
+    assert config.speculative is not None and config.speculative.synthetic_acceptance_length == 1.6
+    raw = copy.deepcopy(tiny_raw)
+    raw["engine"]["device"] = "cuda"
+    raw["space"]["speculative"] = {
+        "method": "eagle3",
+        "num_speculative_tokens": 3,
+        "drafters": {"eagle3": ".nova/tiny-model/eagle3"},
+        "acceptance": {"eagle3": {"lengths": {"choices": [2.04, 1.6]}}},
+    }
+    assert drafter_queue(parse_spec(raw)) == [{"acceptance_length": 2.04}, {"acceptance_length": 1.6}]
+    raw["space"]["speculative"]["acceptance"] = {"eagle3": {"length": 2.0}}
+    assert drafter_queue(parse_spec(raw)) == []

@@ -10,7 +10,7 @@ import tarfile
 
 import pytest
 
-from benchmarks.h200 import confirm_summary
+from benchmarks.gpu import confirm_summary
 from nova_search.measure.objectives import Objective
 from nova_search.results.cost import gpu_time
 from nova_search.results.load import load_results

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from benchmarks.h200 import trained_summary
+from benchmarks.gpu import trained_summary
 from nova_search.api import load_results, verdict_of
 from tests.support import REPO
 from tests.support.trained import quoted_figures

@@ -4,9 +4,9 @@
 Launches two servers of one configuration (the Qwen3-8B shape, dummy weights, 0.40 of the GPU each)
 at once through nova's own launch (``build_launch`` + ``Server``), each with a fresh key, on an empty
 compile cache; waits until both logs name their torch.compile cache directory, prints both, and stops
-them. Run on the H200 after the bundle's install (benchmarks/h200/confirm_study.sh install, twice):
+them. Run on the H200 after the bundle's install (benchmarks/gpu/confirm_study.sh install, twice):
 
-    python3 -m benchmarks.h200.cache_key_check
+    python3 -m benchmarks.gpu.cache_key_check
 """
 
 from __future__ import annotations

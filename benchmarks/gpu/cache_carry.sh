@@ -5,7 +5,7 @@
 # own path, /tmp/nova-confirm/vllm-cache). Timed from launch to the first answer of /health; the log
 # says whether the compiled graph was loaded or compiled again. A `device` call (kind nvidia-h200)
 # after the bundle's install, from the repository root, carrying .gpu/model and the tarball:
-#   bash .gpu/install.sh | tail -1 && timeout 180 bash benchmarks/h200/cache_carry.sh .h200/vllm-cache.tar.xz
+#   bash .gpu/install.sh | tail -1 && timeout 180 bash benchmarks/gpu/cache_carry.sh .h200/vllm-cache.tar.xz
 # Writes $OUT/carry.log (the server's log) and $OUT/carry.txt (benchmarks/results/h200-cache-carry/).
 OUT=${OUT:-/tmp/nova-out}
 mkdir -p "$OUT" /tmp/nova-confirm

@@ -3,8 +3,8 @@
 # it miss. One server at a time, the Qwen3-8B shape with dummy weights (.gpu/model), on cores 0-7; each
 # boot is timed from launch to the first answer of /health, and its log's own timings are kept.
 #
-#   bash benchmarks/h200/crosscheck.sh install      # carry .gpu/p1 (then again with .gpu/p2): the bundle
-#   bash benchmarks/h200/boot_times.sh               # carry .gpu/model too -> $OUT/boots.jsonl, logs
+#   bash benchmarks/gpu/crosscheck.sh install      # carry .gpu/p1 (then again with .gpu/p2): the bundle
+#   bash benchmarks/gpu/boot_times.sh               # carry .gpu/model too -> $OUT/boots.jsonl, logs
 #
 # The boots, in order, on one fresh compile cache (VLLM_CACHE_ROOT):
 #   cold      max_num_seqs 64, nothing cached yet

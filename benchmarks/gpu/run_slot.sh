@@ -5,7 +5,7 @@
 #      every trial, starting no trial after STOP_AFTER seconds so the slot ends cleanly;
 #   3. copy the storage, the worker's log and the server logs to $OUT, so a later slot (or a fresh
 #      machine, via a carried .h200/study.db) continues the same study and nothing is lost.
-# Usage: STOP_AFTER=400 bash benchmarks/h200/run_slot.sh
+# Usage: STOP_AFTER=400 bash benchmarks/gpu/run_slot.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/nova-out}
 mkdir -p "$OUT" /tmp/nova-h200

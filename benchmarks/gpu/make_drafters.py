@@ -16,8 +16,8 @@ given (vllm/config/speculative.py:212, model_loader/__init__.py:137), so ``--loa
 server gives the drafters random weights too. The figures they give are boot, flags and timing, never
 acceptance. Standard library only, so it runs on the H200 with the machine's ``python3``:
 
-    python3 -m benchmarks.h200.make_drafters                  # .gpu/model -> .gpu/drafters
-    python3 -m benchmarks.h200.make_drafters --target DIR --out DIR [--eagle3-arch llama]
+    python3 -m benchmarks.gpu.make_drafters                  # .gpu/model -> .gpu/drafters
+    python3 -m benchmarks.gpu.make_drafters --target DIR --out DIR [--eagle3-arch llama]
 """
 
 from __future__ import annotations

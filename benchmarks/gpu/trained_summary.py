@@ -1,10 +1,10 @@
-"""Summarize issue 17's staged H200 study on the GPU pair (benchmarks/h200/trained_study.sh): the tuned
+"""Summarize issue 17's staged H200 study on the GPU pair (benchmarks/gpu/trained_study.sh): the tuned
 baseline, each drafter's status, verified range and gain against tuned per level (interval and n),
 vLLM's acceptance per drafter and level, the output-equivalence checks, the policy, and where the GPU
 time went. The same fields as the CPU study's summary (benchmarks/trained_cpu_summary.py), for one run.
 
-    .venv/bin/python -m benchmarks.h200.trained_summary benchmarks/results/trained-h200
-    .venv/bin/python -m benchmarks.h200.trained_summary \
+    .venv/bin/python -m benchmarks.gpu.trained_summary benchmarks/results/trained-h200
+    .venv/bin/python -m benchmarks.gpu.trained_summary \
         benchmarks/results/trained-h200-drafters trained-h200-drafters
 
 Reads DIR/policy.json (`nova-search policy --format json`), DIR/study.json (`nova-search dump`) and

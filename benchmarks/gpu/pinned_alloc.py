@@ -7,7 +7,7 @@ times that allocation and the copy into it, in a fresh process each, with PyTorc
 allocator (cudaHostAlloc) and with ``PYTORCH_CUDA_ALLOC_CONF=pinned_use_cuda_host_register:True,
 pinned_num_register_threads:N`` (malloc, pages touched by N threads, then cudaHostRegister).
 
-    python3 -m benchmarks.h200.pinned_alloc --gib 15.3      # on the GPU machine, the bundle on PYTHONPATH
+    python3 -m benchmarks.gpu.pinned_alloc --gib 15.3      # on the GPU machine, the bundle on PYTHONPATH
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One nova study on the H200, one `device` call at a time (kind nvidia-h200; each call within 30 s of
-# the last, so /tmp and the worker survive between them), from the repository root. The wrappers
-# beside it name the study: confirm_study.sh (issue 14), trained_study.sh (issue 17, the trained pair),
-# drafters_study.sh (issue 17, every drafter on the Qwen3-8B shape). Set by them:
+# One nova study on a GPU node (the `device` tool's H100 or H200), one call at a time (each call within
+# 30 s of the last, so /tmp and the worker survive between them), from the repository root. The
+# wrappers beside it name the study: confirm_study.sh (issue 14), trained_study.sh (issue 17, the
+# trained pair), drafters_study.sh (issue 17, every drafter on the Qwen3-8B shape),
+# qwen3_30b_eagle3_study.sh (issue 49, the reference's Qwen3-30B-A3B + EAGLE-3 on an H100). Set by them:
 #   SPEC     the spec (studies/....yaml)      W        the work folder on the machine (the spec's
 #   CARRIED  a storage to continue from                artifacts_dir is W/artifacts)
 #   EXTRA    files to collect beside the storage (at most 1: the tool returns 8 files a call)
@@ -17,7 +18,7 @@
 # The storage is SQLite on the machine (W/study.db). Every `watch` ends by collecting it, so each
 # call's reply holds the storage as it stood: a machine given back between two calls loses at most
 # the trial that was running. A study that does not finish continues in a later session from the
-# collected study.db, carried as CARRIED. vLLM's compile cache is keyed the same on every H200, so it
+# collected study.db, carried as CARRIED. vLLM's compile cache is keyed the same on every GPU of a kind, so it
 # can go along too (a boot that loads it: 87 s, against 115 s compiling; benchmarks/results/h200-cache-carry):
 # `cache` after the last watch, then its file carried beside the storage as CARRIED's name with
 # -vllm-cache.tar.xz for .db (.h200/confirm-study-vllm-cache.tar.xz), or named by CACHE_CARRIED;

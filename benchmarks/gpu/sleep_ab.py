@@ -13,8 +13,8 @@ on the machine falls on both sides alike. The summary compares the windows of S 
 (``analysis.noise.compare``: the relative difference of the medians, with a bootstrap 95 % interval)
 and records how long each sleep and wake took and what the GPU held while S slept.
 
-    python3 -m benchmarks.h200.sleep_ab serve            # boots S, then F (a device call each, or one)
-    python3 -m benchmarks.h200.sleep_ab measure --pairs 8 --out $OUT/sleep-ab
+    python3 -m benchmarks.gpu.sleep_ab serve            # boots S, then F (a device call each, or one)
+    python3 -m benchmarks.gpu.sleep_ab measure --pairs 8 --out $OUT/sleep-ab
 """
 
 from __future__ import annotations

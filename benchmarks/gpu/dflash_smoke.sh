@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Does vLLM 0.26.0 boot and serve the DFlash drafter of benchmarks/h200/make_drafters.py on the Qwen3-8B
+# Does vLLM 0.26.0 boot and serve the DFlash drafter of benchmarks/gpu/make_drafters.py on the Qwen3-8B
 # shape? One server by hand (not a nova stage), three greedy requests, the spec-decode counters, then
 # the server stopped and the GPU read. A `device` call (kind nvidia-h200) after the bundle's install,
 # from the repository root, carrying .gpu/model:
-#   bash .gpu/install.sh | tail -1 && timeout 225 bash benchmarks/h200/dflash_smoke.sh
+#   bash .gpu/install.sh | tail -1 && timeout 225 bash benchmarks/gpu/dflash_smoke.sh
 # Writes $OUT/make.txt, $OUT/dflash.log, $OUT/metrics.txt (benchmarks/results/h200-dflash-smoke/).
 export PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/nova-out}
 mkdir -p "$OUT"
-python3 -m benchmarks.h200.make_drafters > "$OUT/make.txt" 2>&1 || { cat "$OUT/make.txt"; exit 1; }
+python3 -m benchmarks.gpu.make_drafters > "$OUT/make.txt" 2>&1 || { cat "$OUT/make.txt"; exit 1; }
 t0=$(date +%s)
 setsid python3 -m vllm.entrypoints.openai.api_server --model .gpu/model --load-format dummy \
   --host 127.0.0.1 --port 8011 --max-model-len 4096 --kv-cache-dtype fp8 --max-num-batched-tokens 8192 \

@@ -7,7 +7,7 @@ Reads the study from its committed storage (``study.db`` in the results folder) 
 the best non-speculative trial is ``results.select.tuned_baseline``, the GPU time ``results.cost.gpu_time``.
 Writes summary.json beside it with ``--write``:
 
-    .venv/bin/python -m benchmarks.h200.confirm_summary benchmarks/results/h200-qwen3-8b-confirm --write
+    .venv/bin/python -m benchmarks.gpu.confirm_summary benchmarks/results/h200-qwen3-8b-confirm --write
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 # The H200 cross-check (issue 16), in steps the `device` tool can run one call at a time from the
 # repository root (each call within 30 s of the last, so /tmp and the server survive between them):
 #
-#   bash benchmarks/h200/crosscheck.sh install     # carry .gpu/p1 (then again with .gpu/p2): the bundle
-#   bash benchmarks/h200/crosscheck.sh serve       # carry .gpu/model: vLLM 0.26.0 on cores 0-7, detached
-#   bash benchmarks/h200/crosscheck.sh measure     # nova vs vllm bench serve on cores 8-15 -> $OUT
+#   bash benchmarks/gpu/crosscheck.sh install     # carry .gpu/p1 (then again with .gpu/p2): the bundle
+#   bash benchmarks/gpu/crosscheck.sh serve       # carry .gpu/model: vLLM 0.26.0 on cores 0-7, detached
+#   bash benchmarks/gpu/crosscheck.sh measure     # nova vs vllm bench serve on cores 8-15 -> $OUT
 #                                                  (every run's requests in $OUT/requests.tar)
 #
 # The server: the Qwen3-8B shape with dummy weights (.gpu/model, made by .gpu/make_bundle.sh), no API
@@ -65,7 +65,7 @@ case "${1:-}" in
     ;;
   measure)
     curl -sf "http://127.0.0.1:$PORT/health" > /dev/null || { echo "no server"; tail -30 /tmp/server.log; exit 1; }
-    python3 -m benchmarks.h200.crosscheck_h200 --url "http://127.0.0.1:$PORT" --model qwen3-8b \
+    python3 -m benchmarks.gpu.crosscheck_h200 --url "http://127.0.0.1:$PORT" --model qwen3-8b \
       --tokenizer /tmp/model --client-cpus 8-15 --pairs "${PAIRS:-3}" --budget-s "${BUDGET_S:-420}" \
       --out "$OUT/crosscheck-h200" ${SHAPES:+--shapes "$SHAPES"} ${PROCESSES:+--processes "$PROCESSES"} \
       --first-pair "${FIRST_PAIR:-0}" --api-servers "$(cat /tmp/api_servers 2> /dev/null || echo 1)"
@@ -78,7 +78,7 @@ case "${1:-}" in
     exit $rc
     ;;
   *)
-    echo "usage: bash benchmarks/h200/crosscheck.sh install|serve|measure" >&2
+    echo "usage: bash benchmarks/gpu/crosscheck.sh install|serve|measure" >&2
     exit 2
     ;;
 esac

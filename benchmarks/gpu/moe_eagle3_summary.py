@@ -1,8 +1,8 @@
-"""The summary of benchmarks/h200/moe_eagle3.sh's rows (issue 43): per concurrency level and acceptance
+"""The summary of benchmarks/gpu/moe_eagle3.sh's rows (issue 43): per concurrency level and acceptance
 length, output tok/s with and without the EAGLE-3 head and the gain, beside the reference study's
 curve. One window a level: a gain without an interval, so no verdict and no break-even length.
 
-    python -m benchmarks.h200.moe_eagle3_summary benchmarks/results/h200-qwen3-30b-a3b-eagle3
+    python -m benchmarks.gpu.moe_eagle3_summary benchmarks/results/h200-qwen3-30b-a3b-eagle3
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ markdown:
     windows (``results.cost.trial_gpu_time``), then the study's split (``results.cost.gpu_time``);
   - the first boot (cold compile cache) against the later ones.
 
-    .venv/bin/python -m benchmarks.h200.summarize                       # the recorded H200 study
-    .venv/bin/python -m benchmarks.h200.summarize --storage sqlite:///nova.db --study NAME
+    .venv/bin/python -m benchmarks.gpu.summarize                       # the recorded H200 study
+    .venv/bin/python -m benchmarks.gpu.summarize --storage sqlite:///nova.db --study NAME
 """
 
 from __future__ import annotations

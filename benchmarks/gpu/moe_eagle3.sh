@@ -5,8 +5,8 @@
 # 1..512. In steps the `device` tool runs one call at a time from the repository root (each call
 # within 30 s of the last, so /tmp survives), with the `make_bundle.sh keep_moe` bundle:
 #
-#   bash benchmarks/h200/moe_eagle3.sh install          # carry .gpu/p1, then .gpu/p2, then .gpu/p3
-#   bash benchmarks/h200/moe_eagle3.sh run none 2.2 ... # per configuration: boot, sweep, stop -> $OUT
+#   bash benchmarks/gpu/moe_eagle3.sh install          # carry .gpu/p1, then .gpu/p2, then .gpu/p3
+#   bash benchmarks/gpu/moe_eagle3.sh run none 2.2 ... # per configuration: boot, sweep, stop -> $OUT
 #
 # A configuration is `none` (no drafter) or an acceptance length L (1 <= L <= k+1). Each is one server:
 # cores 0-7, --max-num-seqs 512 (c=512 runs one wave), --max-model-len 4096; the load (`vllm bench
@@ -30,8 +30,8 @@ prepare() {
   [ -f "$MODEL/config.json" ] && return 0
   mkdir -p "$MODEL"
   cp .gpu/model/* "$MODEL"/ 2> /dev/null
-  cp benchmarks/h200/qwen3-30b-a3b-config.json "$MODEL/config.json"
-  python3 -m benchmarks.h200.make_drafters --target "$MODEL" --out /tmp/moe-drafters > "$OUT/make.txt" 2>&1 \
+  cp benchmarks/gpu/qwen3-30b-a3b-config.json "$MODEL/config.json"
+  python3 -m benchmarks.gpu.make_drafters --target "$MODEL" --out /tmp/moe-drafters > "$OUT/make.txt" 2>&1 \
     || { cat "$OUT/make.txt"; return 1; }
 }
 

@@ -11,7 +11,7 @@ Pairs go round robin over the shapes (pair 0 of every shape, then pair 1, ...), 
 still has the same number of pairs for every shape; ``summary.json`` is rewritten after every pair.
 Every run is also appended to ``runs.jsonl`` with all its figures.
 
-    PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.h200.crosscheck_h200 \\
+    PYTHONPATH=/tmp/site:$PWD python3 -m benchmarks.gpu.crosscheck_h200 \\
         --url http://127.0.0.1:8000 --model qwen3-8b --tokenizer /path/to/model \\
         --client-cpus 8-15 --pairs 3 --out benchmarks/results/crosscheck-h200
 
@@ -38,7 +38,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from benchmarks.h200.server_watch import ServerWatch
+from benchmarks.gpu.server_watch import ServerWatch
 from benchmarks.harness.crosscheck import (
     CrossCheckPlan,
     Figures,

@@ -3,7 +3,7 @@
 # (studies/experiments/trained-h200-speculative.yaml: tune, then ngram, draft_model and eagle3 on the tuned stack,
 # concurrency 1-256), through study.sh (its header has the calls and what to carry), with one more step
 # between install and start:
-#   bash benchmarks/h200/trained_study.sh install | tail -3 && bash benchmarks/h200/trained_study.sh train
+#   bash benchmarks/gpu/trained_study.sh install | tail -3 && bash benchmarks/gpu/trained_study.sh train
 #       # + .gpu/p2; about 6 minutes: the corpus is the bundle's /tmp/site, the pair goes to .gpu/trained
 # `start` pins the server to all but the machine's last 4 cores and the load generator to those 4
 # (read with nproc there). A study continued in a later session needs the pair trained again: its plan
