@@ -24,7 +24,7 @@ from nova_search.engine.memory import GIB, ModelShape, estimate
 REPO = Path(__file__).resolve().parents[1]
 
 STUDY = REPO / "benchmarks" / "results" / "h200-qwen3-8b"
-CONFIG = REPO / "benchmarks" / "h200" / "qwen3-8b-config.json"
+CONFIG = REPO / "benchmarks" / "gpu" / "qwen3-8b-config.json"
 _BOOT = {
     "weights_gib": re.compile(r"Model loading took ([\d.]+) GiB"),
     "kv_gib": re.compile(r"Available KV cache memory: ([\d.]+) GiB"),

@@ -24,8 +24,8 @@ from nova_search.search.rules import Facts, incompatibilities
 from nova_search.spec import load_spec
 from tests.support import REPO
 
-SCRIPT = REPO / "benchmarks" / "h200" / "make_drafters.py"
-TARGET_CONFIG = REPO / "benchmarks" / "h200" / "qwen3-8b-config.json"
+SCRIPT = REPO / "benchmarks" / "gpu" / "make_drafters.py"
+TARGET_CONFIG = REPO / "benchmarks" / "gpu" / "qwen3-8b-config.json"
 STUDY = REPO / "studies" / "experiments" / "h200-qwen3-8b-drafters.yaml"
 TOKENIZER = {"tokenizer.json": '{"model": {}}', "tokenizer_config.json": "{}", "chat_template.jinja": "x"}
 

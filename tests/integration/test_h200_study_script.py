@@ -15,7 +15,7 @@ import pytest
 
 from tests.support import REPO
 
-SCRIPT = REPO / "benchmarks" / "h200" / "study.sh"
+SCRIPT = REPO / "benchmarks" / "gpu" / "study.sh"
 CARRY = REPO / "benchmarks" / "results" / "h200-cache-carry"
 CONFIRM = REPO / "benchmarks" / "results" / "h200-qwen3-8b-confirm"
 

@@ -11,7 +11,7 @@ from nova_search.engine.memory import GIB, ModelShape, estimate
 from nova_search.search.rules import Facts, incompatibilities
 from tests.support import REPO
 
-QWEN3_8B = json.loads((REPO / "benchmarks" / "h200" / "qwen3-8b-config.json").read_text())
+QWEN3_8B = json.loads((REPO / "benchmarks" / "gpu" / "qwen3-8b-config.json").read_text())
 H200 = 143771 * 1024 * 1024  # nvidia-smi's memory.total on the machine that ran the recorded study
 
 

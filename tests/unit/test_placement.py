@@ -24,7 +24,7 @@ from nova_search.spec import StudySpec, parse_spec
 from nova_search.worker.placement import NoSlot, place, queued_gpus, sampled_tp, server_gpus, tp_values
 from tests.support import REPO
 
-QWEN3_8B = json.loads((REPO / "benchmarks" / "h200" / "qwen3-8b-config.json").read_text())
+QWEN3_8B = json.loads((REPO / "benchmarks" / "gpu" / "qwen3-8b-config.json").read_text())
 H200 = 143771 * 1024 * 1024
 
 
