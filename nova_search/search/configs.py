@@ -153,7 +153,7 @@ def sample(
     else:
         method = s.param("spec_method", sp.method)
     if method and method != "none":
-        k = s.param("num_speculative_tokens", sp.num_speculative_tokens)
+        k = s.param(sp.k_param_name(method), sp.k_param(method))
         lookup_min = lookup_max = None
         if method == "ngram":
             lookup_min = s.param("prompt_lookup_min", sp.prompt_lookup_min)

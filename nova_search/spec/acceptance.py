@@ -127,7 +127,9 @@ class AcceptanceProfile(StrictModel):
             name = (
                 "length"
                 if self.length is not None
-                else "lengths.choices" if isinstance(self.lengths, LengthChoices) else "lengths.high"
+                else "lengths.choices"
+                if isinstance(self.lengths, LengthChoices)
+                else "lengths.high"
             )
             return (
                 f"{name}: {top:g} exceeds k + 1 = {lo_k + 1} for num_speculative_tokens {lo_k} "

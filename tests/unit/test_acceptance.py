@@ -108,7 +108,11 @@ def test_rates_and_a_searched_range(tiny_raw: dict[str, Any]) -> None:
         ({"eagle3": {"lengths": {"low": 3.0, "high": 2.0}}}, 3, "low (3) must be below high (2)"),
         ({"eagle3": {"lengths": {"choices": [2.0, 4.5]}}}, 3, "lengths.choices: 4.5 exceeds k + 1 = 4"),
         ({"eagle3": {"lengths": {"choices": [2.0, 2.0]}}}, 3, "each length once"),
-        ({"eagle3": {"lengths": {"choices": []}}}, 3, "lengths.listed.choices: List should have at least 1 item"),
+        (
+            {"eagle3": {"lengths": {"choices": []}}},
+            3,
+            "lengths.listed.choices: List should have at least 1 item",
+        ),
         ({"draft_model": {"length": 2.0}}, 3, "acceptance.draft_model: not a drafter method"),
         ({"eagle3": {"length": 2.0, "bogus": 1}}, 3, "bogus"),
     ],
@@ -275,7 +279,9 @@ def test_listed_lengths_are_each_queued_once(tiny_raw: dict[str, Any]) -> None:
         {"spec_method": "eagle3", "acceptance_length": 1.6},
         {"spec_method": "ngram"},
     ]
-    config = sample(optuna.trial.FixedTrial({**BASE, "spec_method": "eagle3", "acceptance_length": 1.6}), spec)
+    config = sample(
+        optuna.trial.FixedTrial({**BASE, "spec_method": "eagle3", "acceptance_length": 1.6}), spec
+    )
     assert config.speculative is not None and config.speculative.synthetic_acceptance_length == 1.6
     raw = copy.deepcopy(tiny_raw)
     raw["engine"]["device"] = "cuda"
@@ -288,3 +294,74 @@ def test_listed_lengths_are_each_queued_once(tiny_raw: dict[str, Any]) -> None:
     assert drafter_queue(parse_spec(raw)) == [{"acceptance_length": 2.04}, {"acceptance_length": 1.6}]
     raw["space"]["speculative"]["acceptance"] = {"eagle3": {"length": 2.0}}
     assert drafter_queue(parse_spec(raw)) == []
+
+
+# ---------------------------------------------------------------- one k per drafter (issue 49)
+
+
+def per_drafter(raw: dict[str, Any], k: Any, acceptance: dict[str, Any] | None = None) -> StudySpec:
+    raw = copy.deepcopy(raw)
+    raw["engine"]["device"] = "cuda"
+    raw["space"]["speculative"] = {
+        "method": {"choices": ["eagle3", "dflash"]},
+        "num_speculative_tokens": k,
+        "drafters": {"eagle3": ".nova/tiny-model/eagle3", "dflash": ".nova/tiny-model/dflash"},
+        "acceptance": acceptance or {},
+    }
+    return parse_spec(raw)
+
+
+def test_each_drafter_draws_its_own_k_and_is_checked_against_it(tiny_raw: dict[str, Any]) -> None:
+    """EAGLE-3 at k=3 and DFlash at k=15 in one space: each trial gets its drafter's k, and each
+    acceptance profile is checked against its own drafter's k, not the smallest k of the space."""
+    spec = per_drafter(
+        tiny_raw, {"eagle3": 3, "dflash": 15}, {"eagle3": {"length": 2.5}, "dflash": {"length": 8.0}}
+    )
+    for method, k in (("eagle3", 3), ("dflash", 15)):
+        config = sample(optuna.trial.FixedTrial({**BASE, "spec_method": method}), spec)
+        assert config.speculative is not None and config.speculative.num_speculative_tokens == k
+    # ranges: each drafter's k is its own Optuna parameter, so TPE never mixes two distributions
+    spec = per_drafter(tiny_raw, {"eagle3": {"low": 1, "high": 4}, "dflash": {"choices": [8, 15]}})
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0, n_startup_trials=2))
+    drawn: dict[str, set[int]] = {"eagle3": set(), "dflash": set()}
+    for _ in range(8):
+        trial = study.ask()
+        config = sample(trial, spec)
+        method = trial.params["spec_method"]
+        assert set(trial.params) & {"num_speculative_tokens_eagle3", "num_speculative_tokens_dflash"} == {
+            f"num_speculative_tokens_{method}"
+        }
+        drawn[method].add(config.speculative.num_speculative_tokens)  # type: ignore[union-attr]
+        study.tell(trial, 1.0)
+    assert drawn["eagle3"] <= {1, 2, 3, 4} and drawn["dflash"] <= {8, 15}
+
+
+@pytest.mark.parametrize(
+    ("k", "acceptance", "words"),
+    [
+        ({"eagle3": 3}, {}, "num_speculative_tokens.dflash is required: method lists 'dflash'"),
+        ({"eagle3": 3, "dflash": 15, "ngram": 2}, {}, "num_speculative_tokens.ngram: not a drafter method"),
+        ({"eagle3": 70, "dflash": 15}, {}, "num_speculative_tokens.eagle3: must be 1..64 (got 70)"),
+        (
+            {"eagle3": {"low": 0, "high": 3}, "dflash": 15},
+            {},
+            "num_speculative_tokens.eagle3.low: must be 1..64",
+        ),
+        (
+            {"eagle3": 3, "dflash": 15},
+            {"eagle3": {"length": 4.5}},
+            "acceptance.eagle3.length: 4.5 exceeds k + 1 = 4",
+        ),
+        (
+            {"eagle3": 3, "dflash": 8},
+            {"dflash": {"rates": [0.5] * 15}},
+            "15 rates need num_speculative_tokens fixed at 15",
+        ),
+    ],
+)
+def test_a_k_a_drafter_cannot_take_is_refused_naming_it(
+    tiny_raw: dict[str, Any], k: Any, acceptance: dict[str, Any], words: str
+) -> None:
+    with pytest.raises(SpecError) as e:
+        per_drafter(tiny_raw, k, acceptance)
+    assert words in str(e.value)
