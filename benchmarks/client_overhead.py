@@ -1,5 +1,5 @@
 """How fast can a load generator go? nova's and vLLM's own benchmark client (``vllm bench serve``),
-side by side, streaming from the stand-in server (benchmarks/harness/standin.py) with zero delays.
+side by side, streaming from the stand-in server (nova_search/testing/standin/) with zero delays.
 
 The stand-in runs in its own process pinned to ``--server-cpus`` (default core 0) and each client on
 ``--client-cpus`` (default core 1), so a client's CPU time is its own. Each level is a closed loop at
@@ -34,12 +34,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.harness.crosscheck import PeerClient, peer_client, vllm_bench_args
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import run_level
 from nova_search.loadgen.prompts import Prompt
 from nova_search.loadgen.runner import LevelPlan
 from nova_search.measure.metrics import summarize
+from nova_search.testing.crosscheck import PeerClient, peer_client, vllm_bench_args
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ def start_standin(tokens_per_chunk: int, cpus: str, itl_ms: float = 0.0) -> tupl
             cpus,
             sys.executable,
             "-m",
-            "benchmarks.harness.standin",
+            "nova_search.testing.standin",
             "--port",
             "0",
             "--tokens-per-chunk",

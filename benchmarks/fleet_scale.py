@@ -1,9 +1,9 @@
 """A fleet of N workers on one study and one PostgreSQL, simulated on one machine (issue 42).
 
-Every simulated worker runs the REAL worker loop (``worker.loop.run_stages``: recovery of stale and
+Every simulated worker runs the REAL worker loop (``worker.stage_loop.run_stages``: recovery of stale and
 orphaned trials, ask within the budget under the budget lock, the first heartbeat, the heartbeat
 thread, the trial's attribute writes and level rows, tell, the dashboard notes through
-``report.dashboard.after_trial``, the wait at the end), each with its own storage (its own engine,
+``report.dashboard.publish.after_trial``, the wait at the end), each with its own storage (its own engine,
 its own connections), exactly as one ``nova-search worker`` process holds them. Only the trial's
 engine and measurement are replaced: a stand-in that draws the configuration as the real trial does
 (``trial.run.choose_config``), writes what a real trial writes (config, worker, argv, deploy argv,
@@ -22,10 +22,10 @@ sees more calls per second than a real fleet of the same size.
     .venv/bin/python -m benchmarks.fleet_scale --workers 200 [--budget 400] [--trial-s 20]
         [--max-connections 100] [--kill-frac 0.1] [--json out.json]
 
-Each run starts a throwaway PostgreSQL server (``benchmarks/fleet_pg.py``) with ``--max-connections``
-and measures: p50/p99 latency of ask (budget lock included), the budget lock alone, tell and
-heartbeat; connections held at peak (``pg_stat_activity``, sampled every 0.2 s); the server's CPU
-(``/proc``) and transactions per second (``pg_stat_database``); the budget overshoot; duplicate
+Each run starts a throwaway PostgreSQL server (``nova_search/testing/pg_server.py``) with
+``--max-connections`` and measures: p50/p99 latency of ask (budget lock included), the budget lock
+alone, tell and heartbeat; connections held at peak (``pg_stat_activity``, sampled every 0.2 s); the
+server's CPU (``/proc``) and transactions per second (``pg_stat_database``); the budget overshoot; duplicate
 configurations among the trials counted toward the budget; trials lost (counted toward the budget
 but not COMPLETE at the end) after a tenth of the workers are killed mid-trial; workers hung at the
 deadline. Prints a JSON line; asserts nothing.
@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def fleet_spec_dict(budget: int) -> dict[str, Any]:
     """The stand-in spec with a space of 4096 configurations and a sweep of four levels."""
-    from benchmarks.harness.specs import fake_spec_dict
+    from nova_search.testing.specs import fake_spec_dict
 
     return fake_spec_dict(
         budget,
@@ -205,9 +205,11 @@ def child(args: argparse.Namespace) -> None:
     """One process running ``--threads`` worker loops; writes its samples to ``--out`` at the end."""
     import optuna
 
+    import nova_search.worker.ask as ask
     import nova_search.worker.loop as loop
+    import nova_search.worker.stage_loop as stage_loop
     from nova_search.db import StorageLock
-    from nova_search.report.dashboard import after_stage, after_trial
+    from nova_search.report.dashboard.publish import after_stage, after_trial
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     retries = _Retries()
@@ -215,8 +217,8 @@ def child(args: argparse.Namespace) -> None:
     logging.getLogger("nova_search").setLevel(logging.WARNING)
 
     loop.run_trial = _stand_in_trial(args.trial_s)
-    loop._ask_locked = _timed("ask", loop._ask_locked)
-    loop._tell = _timed("tell", loop._tell)
+    ask._ask_locked = _timed("ask", ask._ask_locked)
+    loop.tell_outcome = _timed("tell", loop.tell_outcome)
     loop.fail_stale = _timed("recover", loop.fail_stale)
     StorageLock.__enter__ = _timed("lock", StorageLock.__enter__)  # type: ignore[method-assign]
     optuna.storages.RDBStorage.record_heartbeat = _timed(  # type: ignore[method-assign]
@@ -233,7 +235,7 @@ def child(args: argparse.Namespace) -> None:
     def one(index: int) -> None:
         t0 = time.monotonic()
         try:
-            _last, ran = loop.run_stages(
+            _last, ran = stage_loop.run_stages(
                 STUDY,
                 args.url,
                 loop.WorkerOptions(
@@ -332,11 +334,11 @@ def fleet(args: argparse.Namespace) -> dict[str, Any]:
     import optuna
     from optuna.trial import TrialState
 
-    from benchmarks.fleet_pg import pgbouncer, throwaway_server
     from nova_search import schema
     from nova_search.db import count_toward_budget, open_storage, retrying
     from nova_search.search import lifecycle as nova_study
     from nova_search.spec import parse_spec
+    from nova_search.testing.pg_server import pgbouncer, throwaway_server
 
     budget = args.budget or 2 * args.workers
     procs_n = min(args.procs, args.workers)

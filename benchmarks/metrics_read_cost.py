@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness.crosscheck import group_cpu_s
-from benchmarks.harness.engine import pinned_tiny_vllm
 from nova_search.loadgen.runner import MetricsReader
+from nova_search.testing.crosscheck import group_cpu_s
+from nova_search.testing.engine import pinned_tiny_vllm
 
 REPO = Path(__file__).resolve().parent.parent
 

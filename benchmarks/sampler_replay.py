@@ -83,13 +83,13 @@ def key(params: dict[str, Any]) -> str:
 
 def measure(args: argparse.Namespace) -> None:
 
-    from benchmarks.harness.crosscheck import peer_client, vllm_bench_args
     from nova_search.engine.command import build_launch, new_api_key, served_name
     from nova_search.engine.server import Server, free_port
     from nova_search.errors import TrialFailure
     from nova_search.search.configs import sample
     from nova_search.search.host import host_facts
     from nova_search.search.rules import incompatibilities
+    from nova_search.testing.crosscheck import peer_client, vllm_bench_args
 
     spec = load_spec(args.spec)
     engine_python = spec.engine.resolved_python()
@@ -223,7 +223,7 @@ def replay_one(
 ) -> dict[str, Any]:
     """One study: trials until the first configuration at or above ``target``."""
     from nova_search.search.configs import sample
-    from nova_search.trial.run import UNLAUNCHABLE_CONSTRAINT
+    from nova_search.trial.failure import UNLAUNCHABLE_CONSTRAINT
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize", sampler=sampler or optuna.samplers.RandomSampler(0))

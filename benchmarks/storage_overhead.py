@@ -19,15 +19,15 @@ import time
 
 import optuna
 
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import minimal_spec_dict
 from nova_search import schema
 from nova_search.db import LevelStore, StorageLock, rdb_storage
-from nova_search.engine.config import EngineConfig
+from nova_search.knobs import EngineConfig
 from nova_search.measure.metrics import LevelResult
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
-from nova_search.worker.loop import ask_within_budget
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import minimal_spec_dict
+from nova_search.worker.ask import ask_within_budget
 
 LEVEL = LevelResult(
     concurrency=1,

@@ -18,12 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness.faults import Storm, outcome
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines, worker
 from nova_search.db import LevelStore
 from nova_search.search import lifecycle as nova_study
+from nova_search.testing.faults import Storm, outcome
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import fake_spec
+from nova_search.testing.workers import fake_engines, worker
 
 
 def main() -> None:

@@ -20,11 +20,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from benchmarks.harness.pair import greedy, pair_spec
 from nova_search.analysis.equivalence import compare_outputs
-from nova_search.engine.config import SpeculativeConfig
+from nova_search.knobs import SpeculativeConfig
 from nova_search.loadgen.reference import reference_prompts
 from nova_search.models.trained.build import build_trained_pair, default_dir
+from nova_search.testing.pair import greedy, pair_spec
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ writes to storage (Optuna's tables are never created by a read).
     top = api.best_trials(results, objective="output_throughput@best",
                           where=["ttft_p99_ms <= 500 @32"])[0]
     verdict = api.verdict_of(results)                    # drafters, verified ranges, the policy
-    print(api.render(api.deployable(api.launch_of_policy(results, verdict), model="Qwen/Qwen3-8B"), "k8s"))
+    print(api.export_study(results, "k8s", model="Qwen/Qwen3-8B").text)  # `nova-search export`'s rules
 
 Storage errors raise ``StorageError`` (password masked); bad metric names and unreadable conditions
 raise ``SpecError``. The modules behind this facade are listed in ``nova_search.results``.
@@ -17,16 +17,10 @@ raise ``SpecError``. The modules behind this facade are listed in ``nova_search.
 from __future__ import annotations
 
 from nova_search.measure.objectives import Condition, Objective, parse_condition, parse_objective
-from nova_search.results.export import (
-    EXPORT_FORMATS,
-    Launch,
-    deployable,
-    export_launch,
-    launch_of_policy,
-    launch_of_trial,
-    render,
-)
+from nova_search.results.export import Exported, export_launch, export_study
+from nova_search.results.launch import Launch, deployable, launch_of_policy, launch_of_trial
 from nova_search.results.load import load_results, results_of
+from nova_search.results.manifests import EXPORT_FORMATS, render
 from nova_search.results.select import (
     best_trials,
     objective_of,
@@ -44,6 +38,7 @@ __all__ = [
     "DUMP_SCHEMA_VERSION",
     "EXPORT_FORMATS",
     "Condition",
+    "Exported",
     "Launch",
     "Objective",
     "StudyResults",
@@ -52,6 +47,7 @@ __all__ = [
     "deployable",
     "dumps_json",
     "export_launch",
+    "export_study",
     "launch_of_policy",
     "launch_of_trial",
     "load_results",

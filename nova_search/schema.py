@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from nova_search.engine.config import EngineConfig
+from nova_search.knobs import EngineConfig
 from nova_search.measure.metrics import LevelResult
 from nova_search.measure.records import Paired, ReferenceOutputs
 
@@ -241,7 +241,7 @@ TRIAL_ATTRS: tuple[Attr[Any], ...] = (
 )  # fmt: skip
 STUDY_ATTRS: tuple[Attr[Any], ...] = (SPEC, STAGE, PARENT, BASE, DEPLOY)
 #: a study *system* attribute (beside optuna-dashboard's notes): the numbers of the trials whose
-#: dashboard notes are written (``report.dashboard.after_trial``)
+#: dashboard notes are written (``report.dashboard.publish.after_trial``)
 NOTED: Attr[tuple[int, ...]] = _attr("dashboard:noted", list, lambda v: tuple(int(x) for x in v))
 
 

@@ -5,6 +5,8 @@
 #                                             engine, headless Chromium and the committed results under
 #                                             benchmarks/results/ (CI, .ci/run)
 # PostgreSQL: NOVA_TEST_PG (default postgresql+psycopg://postgres@127.0.0.1:5432/test) must be reachable.
+# A plain `pytest` runs the default tier as well (pyproject's addopts), in one process; `pytest --all`
+# every tier (tests/conftest.py). Each run below passes its own -m, which takes the place of addopts' one.
 #
 # Up to three pytest runs, each given PYTEST ARGS (a -m of yours takes the tier's place in each):
 #   1. the tests marked serial, alone: they bound a timing (a schedule's lag, a CPU-bound client), and
@@ -14,7 +16,7 @@
 #      tests wait (stand-in engines booting, heartbeats, grace periods, worker subprocesses): three at a
 #      time keep 2 cores busy, not overloaded. Each worker counts only its own stand-in engines and keeps
 #      a file of tests sharing a module fixture (tests/conftest.py); every database is a fresh one
-#      (benchmarks/harness/pg.py), every port a free one;
+#      (nova_search/testing/pg.py), every port a free one;
 #   3. --all (or a -m of yours): the engine tier, one test at a time (vLLM on the CPU takes the cores:
 #      the engine on core 0, its load generator on core 1).
 # The exit status is the first failing run's (pytest's 1 failed, 2 interrupted, ...); a run that selects no

@@ -1,7 +1,8 @@
 """Shared fixtures. Real parts only: the CPU vLLM engine (NOVA_ENGINE_PYTHON, set by scripts/test.sh),
 the tiny local model, PostgreSQL on 127.0.0.1. A missing dependency fails loudly; nothing is skipped.
-The tiers by cost (markers in pyproject.toml) are chosen by scripts/test.sh; this file keeps the engine
-tier honest."""
+The tiers by cost (markers in pyproject.toml): a plain ``pytest`` runs the default tier (pyproject's
+addopts), ``pytest --all`` every tier (this file), scripts/test.sh its own runs of them; this file keeps
+the engine tier honest."""
 
 from __future__ import annotations
 
@@ -13,15 +14,35 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness.specs import FAKE_ENGINE_TAG
-from benchmarks.harness.standin import StandinOptions, StandinServer
+from nova_search.testing.specs import FAKE_ENGINE_TAG
+from nova_search.testing.standin import StandinOptions, StandinServer
 from tests.support import REPO  # noqa: F401 - the repository root, for tests that ask conftest
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all",
+        action="store_true",
+        dest="all_tiers",
+        help="run every tier (engine, browser, recorded and faults too): drops the default tier's -m of "
+        "pyproject's addopts; a -m given on the command line still applies",
+    )
+
+
+def _marker_given(args: tuple[str, ...] | list[str]) -> bool:
+    """Whether the command line itself (not the addopts) selects by marker: ``-m EXPR``, ``-mEXPR``."""
+    return any(a == "-m" or (a.startswith("-m") and not a.startswith("--")) for a in args)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Ctrl-C is KeyboardInterrupt here, however the suite was started: a shell that starts a job in
+    """``--all`` without a -m of the command line's: every tier (addopts' -m of the default tier is
+    dropped).
+
+    Ctrl-C is KeyboardInterrupt here, however the suite was started: a shell that starts a job in
     the background without job control ignores SIGINT in it, and Python keeps an ignored SIGINT, so
     the tests of interruption (and the workers they start) would see nothing."""
+    if config.getoption("all_tiers") and not _marker_given(config.invocation_params.args):
+        config.option.markexpr = ""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     # This process's own tag, passed on to every stand-in engine its tests start (through the
     # workers' environment and the stand-in spec's engine.env), so that workers.fake_engines() counts
@@ -161,7 +182,7 @@ def standin() -> Iterator[Callable[..., StandinServer]]:
 def shared_vllm(engine_python: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
     """One real vLLM (CPU, tiny model) for every test that only reads from it, started with nova's own
     launcher: loopback, fresh API key, own process group, torn down at the end of the session."""
-    from benchmarks.harness.engine import pinned_tiny_vllm
+    from nova_search.testing.engine import pinned_tiny_vllm
 
     os.environ.setdefault("NOVA_ENGINE_PYTHON", engine_python)
     log = tmp_path_factory.mktemp("shared-vllm") / "server.log"
@@ -180,7 +201,7 @@ def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'study.db'}"
         return
-    from benchmarks.harness.pg import fresh_database
+    from nova_search.testing.pg import fresh_database
 
     with fresh_database() as url:
         yield url

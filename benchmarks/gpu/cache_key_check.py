@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from nova_search.engine.command import build_launch, new_api_key
-from nova_search.engine.config import EngineConfig
 from nova_search.engine.server import Server, free_port
+from nova_search.knobs import EngineConfig
 from nova_search.spec import EngineSpec, ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]

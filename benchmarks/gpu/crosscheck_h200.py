@@ -4,7 +4,7 @@ shape by shape, in ABBA pairs, written as ``summary.json`` plus a table (``summa
 The server is already running (started by whoever runs this, on cores of its own); this script only
 drives it. Both clients run on ``--client-cpus`` (nova split into as many processes as it chooses,
 ``--processes`` to force a number). What is made equal on both sides, run by run, is in
-benchmarks/harness/crosscheck.py: same lengths (vLLM's random dataset at range ratio 0; nova's random
+nova_search/testing/crosscheck/: same lengths (vLLM's random dataset at range ratio 0; nova's random
 token ids), same concurrency, request count, warmups, greedy sampling, ``ignore_eos``.
 
 Pairs go round robin over the shapes (pair 0 of every shape, then pair 1, ...), so a run cut short
@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from benchmarks.gpu.server_watch import ServerWatch
-from benchmarks.harness.crosscheck import (
+from nova_search.testing.crosscheck import (
     CrossCheckPlan,
     Figures,
     Pair,

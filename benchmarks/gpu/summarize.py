@@ -20,11 +20,11 @@ import argparse
 import shlex
 import statistics
 
-from benchmarks.harness import REPO
 from nova_search.results.cost import gpu_time, trial_gpu_time
 from nova_search.results.load import load_results
 from nova_search.results.select import stock_trial, top_trial, tuned_baseline
 from nova_search.results.trials import StudyResults, TrialResult
+from nova_search.testing import REPO
 
 #: the recorded H200 study (studies/experiments/h200-qwen3-8b.yaml)
 RECORDED = f"sqlite:///{REPO / 'benchmarks' / 'results' / 'h200-qwen3-8b' / 'study.db'}"

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.trained_cpu_summary import acceptance, drafters, equivalence, ranges
-from nova_search.analysis.verdict import level_gain
+from nova_search.analysis.gains import level_gain
 from nova_search.api import load_results
 from nova_search.results.cost import gpu_time
 from nova_search.results.speculation import profile_of
@@ -28,7 +28,7 @@ STUDY = "trained-h200-speculative"
 
 def against(results, base: str, other: str, metric: str = "output_throughput") -> dict:
     """``other`` against ``base`` per level, compared as the verdict compares a drafter with tuned
-    (``verdict.level_gain``: on their pairs where they have them, else on their own windows): the
+    (``gains.level_gain``: on their pairs where they have them, else on their own windows): the
     difference, its 95 % interval and the verdict."""
     trials = {t.key: t for t in results.trials}
     a, b = profile_of(trials[base]), profile_of(trials[other])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nova_search.engine.config import EngineConfig, SpeculativeConfig
+from nova_search.knobs import EngineConfig, SpeculativeConfig
 
 
 def acceptance_length(config: EngineConfig | SpeculativeConfig | None) -> float | None:

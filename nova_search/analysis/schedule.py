@@ -9,11 +9,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from nova_search.engine.config import EngineConfig
+from nova_search.knobs import EngineConfig
 
 
 @dataclass(frozen=True)
 class PolicyRange:
+    """A range of the policy as the verdict built it: its configuration and the gain it rests on
+    (``policy --format json`` lists these as they are: ``results.serialize.PolicyOutput``)."""
+
     min_concurrency: int
     #: None: no upper bound
     max_concurrency: int | None

@@ -1,15 +1,16 @@
 """The command line. Thin: each command parses options, calls one function and raises what goes wrong;
 the app's group (``_common.NovaGroup``) is the only place that turns a ``NovaError`` into a message and
 an exit code (2: bad input, 1: anything else), and it lists the commands in the order of the workflow.
-``work`` holds the commands that run a study, ``read`` those that read one, ``make`` those that make the
-local models. ``main`` adds what the group cannot see: an interrupt exits 130."""
+``work`` holds the commands that run a study, ``read`` those that read one, ``check`` those that check
+and store nothing (``validate`` a spec, ``bench`` a running server), ``make`` those that make the local
+models. ``main`` adds what the group cannot see: an interrupt exits 130."""
 
 from __future__ import annotations
 
 import sys
 from typing import NoReturn
 
-from nova_search.cli import make, read, work  # noqa: F401 - registers the commands on ``app``
+from nova_search.cli import check, make, read, work  # noqa: F401 - registers the commands on ``app``
 from nova_search.cli._common import app
 from nova_search.errors import ExitCode
 

@@ -21,7 +21,7 @@ from nova_search.cli._common import (
     err_console,
     storage_url,
 )
-from nova_search.errors import InputError, NothingQualifies, NovaError, SpecError
+from nova_search.errors import NothingQualifies, NovaError, SpecError
 
 BEST_FORMATS = ("json", "argv", "yaml")
 POLICY_FORMATS = ("table", "json", "yaml")
@@ -290,51 +290,29 @@ def export_cmd(
     """Print what to deploy: by default the study's deployment policy (the same answer as `policy`),
     else one trial; as a vllm command, a compose service or Kubernetes manifests (a volume claim for
     the model, a Service and a Deployment; the header says which Secret to create first)."""
-    from nova_search.results.deploy import deploy_answer
-    from nova_search.results.export import (
-        DEVICES,
-        EXPORT_FORMATS,
-        deployable,
-        device_of,
-        launch_of_policy,
-        launch_of_trial,
-        render,
-    )
-    from nova_search.results.speculation import verdict_of
+    from nova_search.results.export import export_study
+    from nova_search.results.launch import DEVICES
+    from nova_search.results.manifests import EXPORT_FORMATS
 
     choice("--format", fmt, EXPORT_FORMATS)
     if device is not None:
         choice("--device", device, DEVICES)
-    results = _load(study, storage)
-    if trial is None:
-        # the deploy answer's launch: the one `policy`, `status`, the report and the study note show
-        verdict = verdict_of(results)
-        answer = deploy_answer(results, verdict)
-        if not answer.ranges:
-            raise NothingQualifies(f"study {study!r}: nothing to deploy: {answer.reason}")
-        launch = launch_of_policy(results, verdict, concurrency)
-    else:
-        try:
-            chosen = results.trial(trial)
-        except KeyError as e:
-            raise SpecError(f"--trial: {e.args[0]}") from None
-        if chosen.state == "FAIL" or not chosen.levels:
-            # it crashed, ran out of memory, broke the error budget, or was refused or stopped before
-            # one level was measured: nothing shows that it serves
-            why = f" ({chosen.reason})" if chosen.reason else ""
-            raise InputError(
-                f"--trial {trial}: trial {chosen.key} is {chosen.state}{why} and "
-                f"{'measured no level' if not chosen.levels else 'failed'}: nothing shows that its "
-                "configuration serves (its argv is in `nova-search dump`)"
-            )
-        launch = launch_of_trial(chosen, device=device_of(results))
-    ready = deployable(
-        launch, model=model, as_measured=as_measured, device=device, keep_synthetic=keep_synthetic
+    exported = export_study(
+        _load(study, storage),
+        fmt,
+        trial=trial,
+        concurrency=concurrency,
+        model=model,
+        as_measured=as_measured,
+        keep_synthetic=keep_synthetic,
+        device=device,
+        name=name,
+        image=image,
     )
-    for note in ready.notes:
+    for note in exported.launch.notes:
         if "synthetic acceptance" in note:
             err_console.print(note, markup=False, highlight=False)
-    emit(render(ready, fmt, name=name, image=image))
+    emit(exported.text)
 
 
 @app.command("status")
@@ -349,10 +327,10 @@ def status_cmd(
     """Trials by state, workers seen recently, the best so far per objective, the tuned baseline, ETA,
     then what to deploy so far."""
     from nova_search.report.policy import answer_lines
-    from nova_search.report.status import status_lines, study_status
+    from nova_search.report.status import status_lines
     from nova_search.results.deploy import deploy_answer
-    from nova_search.results.schemas import status_output
     from nova_search.results.serialize import dumps_json
+    from nova_search.results.standing import status_output, study_status
 
     choice("--format", fmt, STATUS_FORMATS)
     results = _load(study, storage)
@@ -378,7 +356,7 @@ def report_cmd(
     import math
 
     from nova_search.report.data import build_report_data
-    from nova_search.report.html import write_report
+    from nova_search.report.html.render import write_report
 
     if gpu_hour_usd is not None and not (math.isfinite(gpu_hour_usd) and gpu_hour_usd > 0):
         raise SpecError(f"--gpu-hour-usd {gpu_hour_usd!r}: give a price above 0, e.g. 2.5")
@@ -397,7 +375,7 @@ def notes_cmd(study: StudyArg, storage: StorageOpt = None) -> None:
     """(Re)write the optuna-dashboard notes and graphs of an existing study: every trial's note, the
     study note (stock vs tuned, the best trials, the verdict and policy) and the graphs."""
     from nova_search.db import mask
-    from nova_search.report.dashboard import rewrite_notes
+    from nova_search.report.dashboard.publish import rewrite_notes
 
     url = storage_url(storage, None)
     n = rewrite_notes(study, url)
@@ -422,7 +400,7 @@ def dashboard_cmd(
 ) -> None:
     """Serve optuna-dashboard on the study storage, with nova's notes, graphs and trial artifacts."""
     from nova_search.db import mask
-    from nova_search.report.dashboard import open_dashboard, serve
+    from nova_search.report.dashboard.serve import open_dashboard, serve
 
     url = storage_url(storage, None)
     opened, store, folder = open_dashboard(url, artifacts_dir)

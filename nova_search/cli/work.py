@@ -1,5 +1,6 @@
-"""Commands that set a study up and run it: run, create, worker, node, db, bench, validate (the models
-they serve are made by ``make``: tiny-model, trained-model).
+"""Commands that set a study up and run it: run, create, worker, node, db (the models they serve are
+made by ``make``: tiny-model, trained-model; a spec is checked, and a running server measured, by
+``check``: validate, bench).
 
 Precedence, lowest first: defaults < environment (NOVA_STORAGE, NOVA_ENGINE_PYTHON) < spec file <
 flags (--set, --storage, --study-name, --n-trials).
@@ -26,6 +27,7 @@ from nova_search.cli._common import (
     writable_storage,
 )
 from nova_search.errors import SpecError
+from nova_search.search.cores import check_host_cores
 from nova_search.spec import StudySpec, load_spec
 
 StopAfterOpt = Annotated[
@@ -56,48 +58,8 @@ MaxTrialsOpt = Annotated[
 NOTHING_MEASURED = 3
 
 
-def check_host_cores(spec: StudySpec) -> None:
-    """engine.cpus and sweep.client_cpus against the cores this process may run on (its affinity:
-    a container's cpuset, a taskset). Checked when a worker starts, before it asks a trial: ``create``
-    may run on another host, so there only the bound of the spec (``MAX_CORE``) is checked. A core that
-    is not here would fail every trial's pinning and spend the budget on FAILs."""
-    for field, cores in (("engine.cpus", spec.engine.cpus), ("sweep.client_cpus", spec.sweep.client_cpus)):
-        _cores_here(field, cores)
-    # a synthetic acceptance profile on an engine that cannot run it (vLLM's CPU build): refused here,
-    # before a server boots on it (spec/acceptance.py)
-    from nova_search.spec.acceptance import engine_refusal
-
-    if problem := engine_refusal(spec):
-        raise SpecError(problem)
-
-
-def _cores_here(field: str, cores: list[int] | tuple[int, ...] | None) -> None:
-    import os
-
-    if not cores or not hasattr(os, "sched_getaffinity"):
-        return
-    here = sorted(os.sched_getaffinity(0))
-    missing = [c for c in cores if c not in here]
-    if missing:
-        raise SpecError(
-            f"{field}: core {missing[0]} is not one this process may run on (cores here: "
-            f"{_core_list(here)}); pin to cores of this host, or run where they are"
-        )
-
-
-def _core_list(cores: list[int]) -> str:
-    """Sorted core ids as taskset writes them: 0-3,8."""
-    runs: list[list[int]] = []
-    for c in cores:
-        if runs and c == runs[-1][1] + 1:
-            runs[-1][1] = c
-        else:
-            runs.append([c, c])
-    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
-
-
 def _parse_gpus(text: str | None) -> tuple[int, ...]:
-    from nova_search.worker.placement import gpu_set
+    from nova_search.search.placement import gpu_set
 
     return gpu_set(parse_ints(text, "--gpus", "0,1"))
 
@@ -140,10 +102,11 @@ def _work(
     import sys
 
     from nova_search.db import mask, storage_retry_s
-    from nova_search.report.dashboard import after_stage, after_trial
+    from nova_search.report.dashboard.publish import after_stage, after_trial
     from nova_search.report.progress import JsonReporter, RichReporter, outcome_table, pareto_table
     from nova_search.results.load import load_results
-    from nova_search.worker.loop import WorkerOptions, run_stages
+    from nova_search.worker.loop import WorkerOptions
+    from nova_search.worker.stage_loop import run_stages
 
     # with --log-format json, stdout holds the events only: what a person reads goes to stderr
     out = err_console if log_format == "json" else console
@@ -356,8 +319,8 @@ def node(
 
     from nova_search import schema
     from nova_search.search.lifecycle import load
+    from nova_search.search.placement import place
     from nova_search.worker.node import NodeWorker, run_node, worker_argv, worker_groups
-    from nova_search.worker.placement import place
 
     fmt = _log_format(log_format)
     _quiet_optuna()
@@ -411,209 +374,3 @@ def db_downgrade(
     url = writable_storage(storage_url(storage, None))
     downgrade(url, revision)
     console.print(f"{mask(url)}: nova tables at revision {current(url)}")
-
-
-@app.command()
-def bench(
-    url: Annotated[str, typer.Option("--url", help="Base URL of a running OpenAI-compatible server.")],
-    concurrency: Annotated[str, typer.Option("--concurrency", help="Levels, e.g. 1,8,32.")],
-    api_key: Annotated[str | None, typer.Option("--api-key", envvar="NOVA_BENCH_API_KEY")] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="Served model name (default: /v1/models).")
-    ] = None,
-    input_len: Annotated[int, typer.Option("--input-len", min=1)] = 128,
-    output_len: Annotated[int, typer.Option("--output-len", min=1)] = 64,
-    num_requests: Annotated[int | None, typer.Option("--num-requests", min=1)] = None,
-    duration: Annotated[float | None, typer.Option("--duration", min=0.1, help="Seconds per level.")] = None,
-    warmup: Annotated[
-        int,
-        typer.Option(
-            "--warmup", min=0, help="Warmup requests per level (one round: at most the concurrency)."
-        ),
-    ] = 4,
-    vocab_size: Annotated[
-        int, typer.Option("--vocab-size", min=11, help="Prompt token ids are drawn below this.")
-    ] = 1000,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    prompt_format: Annotated[
-        str,
-        typer.Option(
-            "--prompt-format",
-            help="ids (random token ids) or text (random text of the same token length, tokenized by the "
-            "server, as vllm bench serve's random dataset; needs --tokenizer).",
-        ),
-    ] = "ids",
-    tokenizer: Annotated[
-        str | None, typer.Option("--tokenizer", help="A folder with tokenizer.json (--prompt-format text).")
-    ] = None,
-    cpus: Annotated[
-        str | None,
-        typer.Option("--cpus", help="Cores the load generator runs on, as taskset takes them: 1, 8-15, 0,2."),
-    ] = None,
-    processes: Annotated[
-        str,
-        typer.Option(
-            "--processes",
-            help="Client processes per level, or auto (from --cpus and the expected rate; 1 without --cpus).",
-        ),
-    ] = "auto",
-    usage: Annotated[
-        str,
-        typer.Option(
-            "--usage",
-            help="Usage in the stream: auto (per chunk only when the warmup shows chunks of several "
-            "tokens), per-chunk (exact tokens per chunk), final (as vllm bench serve asks).",
-        ),
-    ] = "auto",
-    preconnect: Annotated[
-        bool,
-        typer.Option(
-            "--preconnect/--no-preconnect",
-            help="Open every connection before the window (--no-preconnect: as vllm bench serve does).",
-        ),
-    ] = True,
-    requests_out: Annotated[
-        str | None,
-        typer.Option(
-            "--requests-out",
-            help="Also write every measured request to this JSONL file (level, send_s, ttft_ms, e2e_ms, "
-            "tokens, success), replacing it.",
-        ),
-    ] = None,
-    out_format: Annotated[
-        str,
-        typer.Option("--format", help="table, or json: {schema_version, url, names, levels} (docs/json.md)."),
-    ] = "table",
-    as_json: Annotated[
-        bool, typer.Option("--json", hidden=True, help="Same as --format json (kept for old scripts).")
-    ] = False,
-    json_names: Annotated[
-        str,
-        typer.Option(
-            "--json-names",
-            help="Keys of each JSON level: nova (LevelResult fields) or vllm (vllm bench serve "
-            "--save-result keys).",
-        ),
-    ] = "nova",
-) -> None:
-    """Measure an already-running server with nova's load generator and print the profile per level."""
-
-    from nova_search.spec import WorkloadSpec
-    from nova_search.trial.bench import BenchPlan, run_bench, vllm_names
-
-    levels = parse_ints(concurrency, "--concurrency", "1,8,32", required=True)
-    _bench_bounds(levels, num_requests, duration, warmup, input_len, output_len)
-    if (num_requests is None) == (duration is None):
-        raise SpecError("give exactly one of --num-requests or --duration")
-    pinned = _parse_cores(cpus, "--cpus") or None
-    _cores_here("--cpus", pinned)
-    n_processes = _parse_processes(processes)
-    per_chunk = {"auto": None, "per-chunk": True, "final": False}[
-        choice("--usage", usage, ("auto", "per-chunk", "final"))
-    ]
-    names = choice("--json-names", json_names, ("nova", "vllm"))
-    as_json = as_json or choice("--format", out_format, ("table", "json")) == "json"
-    fmt = choice("--prompt-format", prompt_format, ("ids", "text"))
-    if fmt == "text" and not tokenizer:
-        raise SpecError("--prompt-format text: give --tokenizer (a folder with tokenizer.json)")
-    plan = BenchPlan(
-        url=url,
-        concurrency=levels,
-        cpus=pinned,
-        processes=n_processes,
-        per_chunk_usage=per_chunk,
-        preconnect=preconnect,
-        requests_out=Path(requests_out) if requests_out else None,
-        api_key=api_key,
-        model=model,
-        num_requests=num_requests,
-        duration_s=duration,
-        warmup_requests=warmup,
-        vocab_size=vocab_size,
-        workload=WorkloadSpec(
-            input_len=input_len, output_len=output_len, seed=seed, prompt_format=fmt, tokenizer=tokenizer
-        ),
-    )
-    results = run_bench(plan)
-    if as_json:
-        from nova_search.results.schemas import BenchOutput
-        from nova_search.results.serialize import dumps_json
-
-        rows = [vllm_names(r) if names == "vllm" else r.as_dict() for r in results]
-        print(dumps_json(BenchOutput(url=url, names=names, levels=rows).model_dump(mode="json")))  # type: ignore[arg-type]
-        return
-    from nova_search.report.progress import profile_table
-
-    console.print(profile_table(results, title=f"nova-search bench {url}"))
-    for r in results:
-        if r.client_note:
-            console.print(f"concurrency {r.concurrency}: {r.client_note}", highlight=False)
-
-
-def _bench_bounds(
-    levels: tuple[int, ...],
-    num_requests: int | None,
-    duration: float | None,
-    warmup: int,
-    input_len: int,
-    output_len: int,
-) -> None:
-    """bench's numbers within the bounds a spec has (spec.workload and spec.sweep): a level of a
-    hundred million requests in flight would open as many connections and run out of memory."""
-    from nova_search.spec.workload import MAX_CONCURRENCY, MAX_TOKENS
-
-    if len(levels) > 100:
-        raise SpecError(f"--concurrency: {len(levels)} levels; at most 100")
-    for level in levels:
-        if level > MAX_CONCURRENCY:
-            raise SpecError(
-                f"--concurrency {level}: at most {MAX_CONCURRENCY} requests in flight "
-                "(sweep.concurrency's bound)"
-            )
-    for flag, value, high in (
-        ("--num-requests", num_requests, 10_000_000),
-        ("--duration", duration, 86_400),
-        ("--warmup", warmup, 100_000),
-        ("--input-len", input_len, MAX_TOKENS),
-        ("--output-len", output_len, MAX_TOKENS),
-    ):
-        if value is not None and value > high:
-            raise SpecError(f"{flag} {value}: at most {high}")
-
-
-def _parse_cores(text: str | None, flag: str) -> tuple[int, ...]:
-    """A taskset-style core list (``8-15``, ``0,2,4-7``); empty for None."""
-    from nova_search.spec import parse_cores
-
-    if not text:
-        return ()
-    try:
-        return tuple(parse_cores(text))
-    except ValueError as e:
-        raise SpecError(f"{flag} {text!r}: {e}; e.g. 1 or 8-15 or 0,2,4-7") from None
-
-
-def _parse_processes(text: str) -> int | None:
-    if text == "auto":
-        return None
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= 1024:
-        raise SpecError(f"--processes {text!r}: give an integer from 1 to 1024, or auto")
-    return n
-
-
-@app.command()
-def validate(
-    spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml")],
-    set_: SetOpt = None,
-) -> None:
-    """Validate a spec (with overrides) and print it as the study will store it."""
-    import yaml
-
-    from nova_search.spec import redacted_spec
-
-    spec = load_spec(spec_path, list(set_ or []))
-    console.print(yaml.safe_dump(redacted_spec(spec), sort_keys=False), highlight=False)

@@ -8,14 +8,23 @@ StorageLock(engine, name)                a lock across workers; count_toward_bud
 upgrade / downgrade / current            Optuna's schema, then nova's tables (migrate)
 LevelStore(url).record / .rows           idempotent per-level rows (store)
 BEST_AT_CONCURRENCY_SQL                  plain SQL joining Optuna's trials (queries)
-storage_of / backend_of / study_id / trial_id   Optuna's private handles, read here only (handles)
+storage_of / backend_of / study_id / trial_id / forget_trials_cache / cached_trials / rng_of
+                                         Optuna's private handles, read here only (handles)
 """
 
 from nova_search.db._url import is_sqlite, mask, open_engine, sqlite_path
 from nova_search.db._url import parse as parse_url
 from nova_search.db.budget import StorageLock, budget_spent, count_refused, count_toward_budget
 from nova_search.db.failures import TRANSIENT, storage_error, storage_errors
-from nova_search.db.handles import backend_of, storage_of, study_id, trial_id
+from nova_search.db.handles import (
+    backend_of,
+    cached_trials,
+    forget_trials_cache,
+    rng_of,
+    storage_of,
+    study_id,
+    trial_id,
+)
 from nova_search.db.migrate import current, downgrade, upgrade
 from nova_search.db.queries import BEST_AT_CONCURRENCY_SQL
 from nova_search.db.retry import retrying, storage_retry_s
@@ -32,10 +41,12 @@ __all__ = [
     "StorageLock",
     "backend_of",
     "budget_spent",
+    "cached_trials",
     "count_refused",
     "count_toward_budget",
     "current",
     "downgrade",
+    "forget_trials_cache",
     "heartbeat_settings",
     "is_sqlite",
     "mask",
@@ -44,6 +55,7 @@ __all__ = [
     "parse_url",
     "rdb_storage",
     "retrying",
+    "rng_of",
     "sqlite_path",
     "storage_error",
     "storage_of",

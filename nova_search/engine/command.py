@@ -1,6 +1,6 @@
 """EngineConfig -> the argv of a vLLM OpenAI server. argv lists only, never a shell string.
 
-The config->flag mapping is the knob table (``engine.config.KNOBS``): flags differ between vLLM
+The config->flag mapping is the knob table (``knobs.KNOBS``): flags differ between vLLM
 versions, and that is the one place to change them. Booleans become ``--x`` / ``--no-x``; the
 speculative config is JSON.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from nova_search import redact
-from nova_search.engine.config import KNOBS, EngineConfig
 from nova_search.engine.sleep import SLEEP_FLAG, sleep_environment
 from nova_search.errors import EngineError
+from nova_search.knobs import KNOBS, EngineConfig
 from nova_search.spec import EngineSpec, ModelSpec
 
 #: EngineConfig field -> (flag, kind), in argv order (derived from the knob table)

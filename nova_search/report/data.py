@@ -21,8 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from nova_search.analysis.gains import LevelGain, better_gain, pct_change
 from nova_search.analysis.saturation import find_saturation
-from nova_search.analysis.verdict import LevelGain, Verdict, better_gain, pct_change
+from nova_search.analysis.verdict import Verdict
 from nova_search.measure.metrics import LevelResult
 from nova_search.measure.objectives import Objective
 from nova_search.report.convergence import (

@@ -1,5 +1,5 @@
 """Plotly figure builders shared by the HTML report (``report.html``) and the dashboard
-(``report.dashboard``): series of numbers per concurrency in, a figure out.
+(``report.dashboard.graphs``): series of numbers per concurrency in, a figure out.
 
 Nothing here reads storage or chooses which trials to show; the callers build the ``Series`` from
 their data records. The x axis is the concurrency as a category (levels are few and uneven: 1, 8, 64).

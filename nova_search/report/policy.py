@@ -9,7 +9,8 @@ import json
 import shlex
 from typing import Any
 
-from nova_search.analysis.verdict import STATUS_TEXT, DrafterVerdict, LevelGain, PolicyRange, Verdict
+from nova_search.analysis.gains import LevelGain
+from nova_search.analysis.verdict import STATUS_TEXT, DrafterVerdict, PolicyRange, Verdict
 from nova_search.report.markdown import table as md_table
 from nova_search.results.deploy import EVIDENCE_TEXT, DeployAnswer, DeployRange
 

@@ -7,26 +7,44 @@ never came up; ``leader_boot_s`` besides where it booted its slot's leader),
 seconds count once per GPU its server held (``EngineConfig.gpus``: tensor parallel size). A trial
 pruned before launch holds no GPU and counts nothing. For a study on vLLM's CPU build
 (``engine.device: cpu``) the same split is called engine time; ``GpuTime.label`` says which.
+
+``GpuTime`` is the output model of that split as ``status`` prints it (``gpu_time``, each GPU's held
+seconds as ``{gpu, seconds}``); ``GpuSeconds``, its four parts, is ``dump``'s ``gpu_time_s``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import ConfigDict, field_serializer
 
+from nova_search.results.model import OutputModel
 from nova_search.results.trials import StudyResults, TrialResult
 
 PARTS = ("windows", "boot", "failed_boot", "other")
 _NAMES = {"windows": "windows", "boot": "boots", "failed_boot": "failed boots", "other": "other"}
 
 
-@dataclass(frozen=True)
-class GpuTime:
-    """GPU-seconds by part, and the trials kept on the Pareto front."""
+class GpuSeconds(OutputModel):
+    """Where the GPU time went, in seconds (``results.cost``)."""
+
+    #: every key is always written: required in the JSON Schema, defaults or not
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
 
     windows: float = 0.0
     boot: float = 0.0
     failed_boot: float = 0.0
     other: float = 0.0
+
+
+class GpuHeld(OutputModel):
+    """How long one GPU was held by a trial's server."""
+
+    gpu: int
+    seconds: float
+
+
+class GpuTime(GpuSeconds):
+    """Where the study's GPU time went, in seconds by part, and the trials kept on the Pareto front."""
+
     #: COMPLETE feasible trials on the Pareto front
     front_trials: int = 0
     #: "GPU time", or "engine time" for a study whose spec runs vLLM's CPU build (engine.device: cpu)
@@ -38,6 +56,10 @@ class GpuTime:
     span_s: float = 0.0
     #: pauses left out of span_s (a study continued in a later session, say)
     pauses: int = 0
+
+    @field_serializer("held")
+    def serialize_held(self, held: tuple[tuple[int, float], ...]) -> list[GpuHeld]:
+        return [GpuHeld(gpu=g, seconds=s) for g, s in held]
 
     @property
     def total(self) -> float:

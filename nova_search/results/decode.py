@@ -11,6 +11,7 @@ from optuna.trial import FrozenTrial
 
 from nova_search import schema
 from nova_search.db import count_toward_budget
+from nova_search.measure.feasibility import feasible
 from nova_search.measure.metrics import LevelResult
 from nova_search.measure.objectives import Direction, Objective
 from nova_search.results.trials import StudyResults, TrialResult, trial_key
@@ -59,7 +60,7 @@ def trial_result(
         config=schema.CONFIG.read(attrs),
         values=values,
         constraints=constraints,
-        feasible=state == "COMPLETE" and all(v <= 0.0 for v in constraints.values()),
+        feasible=feasible(t),
         levels=schema.LEVELS.read(attrs) or _levels_from_rows(rows),
         argv=argv,
         engine_version=version,

@@ -11,7 +11,7 @@ It holds:
 
 - the policy's concurrency ranges (``analysis.verdict.build_policy``), each with its configuration
   (trial key and number, role, drafter) and its deployable argv: ``vllm serve MODEL FLAGS`` as the
-  trial measured it, without the API key file, host or port (``results.export.launch_of_policy``: with
+  trial measured it, without the API key file, host or port (``results.launch.launch_of_policy``: with
   vLLM's dynamic schedule, every range is the one server that carries it);
 - the export command (``nova-search export STUDY --storage URL --format vllm``, password masked), with
   ``--concurrency`` per range when the policy switches configuration by load;
@@ -37,15 +37,17 @@ from typing import Literal
 
 import optuna
 from optuna.storages import RDBStorage
-from pydantic import BaseModel, ConfigDict
 
 from nova_search import __version__
 from nova_search.analysis import projection
+from nova_search.analysis.gains import LevelGain
 from nova_search.analysis.noise import MIN_SAMPLES
 from nova_search.analysis.schedule import PolicyRange
-from nova_search.analysis.verdict import DrafterVerdict, LevelGain, Verdict
+from nova_search.analysis.verdict import DrafterVerdict, Verdict
+from nova_search.db import backend_of
 from nova_search.errors import NovaError
-from nova_search.results.export import deployable, launch_of_policy
+from nova_search.results.launch import deployable, launch_of_policy
+from nova_search.results.model import OutputModel
 from nova_search.results.speculation import verdict_of
 from nova_search.results.trials import StudyResults
 from nova_search.schema import DEPLOY, PARENT
@@ -66,18 +68,14 @@ EVIDENCE_TEXT = {
 }
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Command(_Record):
+class Command(OutputModel):
     """A command as an argv list (never a shell string) and as it is shown (shell-quoted)."""
 
     argv: tuple[str, ...]
     display: str
 
 
-class LevelEvidence(_Record):
+class LevelEvidence(OutputModel):
     """One drafter's best candidate against tuned at one measured level."""
 
     concurrency: int
@@ -100,7 +98,7 @@ class LevelEvidence(_Record):
     projected: str | None = None
 
 
-class Evidence(_Record):
+class Evidence(OutputModel):
     status: EvidenceStatus
     #: one sentence: why this range deploys what it does
     text: str
@@ -110,7 +108,7 @@ class Evidence(_Record):
     windows_needed: int = 0
 
 
-class Configuration(_Record):
+class Configuration(OutputModel):
     """The configuration a range deploys: the trial that measured it."""
 
     trial: str
@@ -131,7 +129,7 @@ class Configuration(_Record):
     device: str | None
 
 
-class DeployRange(_Record):
+class DeployRange(OutputModel):
     min_concurrency: int
     #: None: no upper bound
     max_concurrency: int | None
@@ -154,7 +152,7 @@ class DeployRange(_Record):
     export: Command
 
 
-class DeployAnswer(_Record):
+class DeployAnswer(OutputModel):
     schema_version: int = DEPLOY_SCHEMA_VERSION
     study: str
     #: the storage URL, password masked
@@ -358,7 +356,7 @@ def _empty(results: StudyResults, reason: str, verdict: Verdict | None = None) -
 
 
 def _export_needs(results: StudyResults, verdict: Verdict) -> str | None:
-    """What ``export`` needs before the measured launch can be deployed (``export.deployable``)."""
+    """What ``export`` needs before the measured launch can be deployed (``launch.deployable``)."""
     launches = [launch_of_policy(results, verdict, r.min_concurrency) for r in verdict.policy]
     try:
         for launch in launches:
@@ -462,7 +460,7 @@ def write_answer_of(study: optuna.Study) -> bool:
     """The worker's call when a stage ends: the answer of the nova study ``study`` belongs to,
     stored. Never raises (the measurements are stored already); False and a warning when it was not
     written."""
-    backend = getattr(study._storage, "_backend", study._storage)
+    backend = backend_of(study)
     if not isinstance(backend, RDBStorage):
         return False
     try:

@@ -14,7 +14,7 @@ from typing import Any
 import optuna
 from optuna.storages import RDBStorage
 
-from nova_search.db import LevelStore, mask, open_storage, retrying, storage_errors, study_names
+from nova_search.db import LevelStore, backend_of, mask, open_storage, retrying, storage_errors, study_names
 from nova_search.db.stages import stage_plan
 from nova_search.errors import NovaError
 from nova_search.results.decode import study_results
@@ -101,7 +101,7 @@ def load_results(study_name: str, storage_url: str, *, retry_s: float = 0.0) -> 
 def results_of(study: optuna.Study) -> StudyResults:
     """The results of the nova study an open Optuna study belongs to: for one stage of a staged study,
     the whole staged study (a worker's view after a trial, for the dashboard)."""
-    backend = getattr(study._storage, "_backend", study._storage)
+    backend = backend_of(study)
     if not isinstance(backend, RDBStorage):  # an in-memory study (tests, notebooks): itself alone
         return study_results(study, "memory")
     parent = PARENT.read(study.user_attrs)

@@ -1,10 +1,12 @@
 """Results as plain data: JSON for ``dump``, ``best`` and ``policy``, CSV for spreadsheets and dataframes.
 
-Every JSON output is a pydantic model (``StudyDump``, ``BestOutput``, ``PolicyOutput``; ``status``'s and
-``bench``'s are in ``results.schemas``), validated as it is built, so its JSON Schema, generated from the
-model and shipped in ``results/schemas/``, says what the output holds. Each carries ``schema_version``:
-a consumer checks it before it reads. The version policy (docs/json.md): a new key is added within a
-version; a key removed, renamed, or whose meaning or shape changes bumps it.
+Every JSON output is a pydantic model (``StudyDump``, ``BestOutput``, ``PolicyOutput``; ``status``'s is in
+``results.standing``, ``bench``'s in ``results.schemas``), validated as it is built, so its JSON Schema,
+generated from the model and shipped in ``results/schemas/``, says what the output holds. One model per
+output (``results.model``): a record of a floor below is a field as it is, not copied (``PolicyRange``,
+``LevelGain``, ``Tradeoff``; the GPU time split, ``results.cost.GpuSeconds``). Each carries
+``schema_version``: a consumer checks it before it reads. The version policy (docs/json.md): a new key
+is added within a version; a key removed, renamed, or whose meaning or shape changes bumps it.
 
 ``dump`` (``DUMP_SCHEMA_VERSION``): version 3 is described by ``dump.schema.json``: ``worker.pid`` is
 always present (null when not recorded), and the dump says which ``nova_version`` wrote it. Version 2
@@ -33,16 +35,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from nova_search import __version__
 from nova_search.analysis import projection
-from nova_search.analysis.verdict import DrafterVerdict, LevelGain, Tradeoff, Verdict
-from nova_search.engine.config import KNOBS
+from nova_search.analysis.gains import LevelGain, Tradeoff
+from nova_search.analysis.schedule import PolicyRange
+from nova_search.analysis.verdict import DrafterVerdict, Verdict
+from nova_search.knobs import KNOBS
 from nova_search.measure.metrics import METRIC_NAMES, LevelResult
 from nova_search.measure.objectives import Objective
-from nova_search.results.cost import gpu_time
+from nova_search.results.cost import GpuSeconds, gpu_time
 from nova_search.results.deploy import DeployAnswer
+from nova_search.results.model import OutputModel
 from nova_search.results.trials import StudyResults, TrialResult
 
 DUMP_SCHEMA_VERSION = 3
@@ -51,13 +54,7 @@ BEST_SCHEMA_VERSION = 1
 TrialState = Literal["COMPLETE", "RUNNING", "WAITING", "PRUNED", "FAIL"]
 
 
-class _Output(BaseModel):
-    """A JSON output's record: every key named here, no other."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class TrialSummary(_Output):
+class TrialSummary(OutputModel):
     """One trial as ``best`` lists it (and ``dump`` starts each trial with)."""
 
     number: int
@@ -91,21 +88,21 @@ class TrialSummary(_Output):
     projected: str | None = None
 
 
-class Worker(_Output):
+class Worker(OutputModel):
     host: str
     gpus: list[int]
     #: the worker's process id; null in trials recorded before it was kept
     pid: int | None = None
 
 
-class PairedLevel(_Output):
+class PairedLevel(OutputModel):
     """One level's ABBA pairs: the leader's windows and the trial's, in the order they ran."""
 
     leader: list[dict[str, float | None]]
     trial: list[dict[str, float | None]]
 
 
-class PairedRecord(_Output):
+class PairedRecord(OutputModel):
     """A trial measured again against the slot's leader (``confirm``)."""
 
     leader: int | None
@@ -139,16 +136,7 @@ class TrialRecord(TrialSummary):
     paired: PairedRecord | None
 
 
-class GpuSeconds(_Output):
-    """Where the GPU time went, in seconds (``results.cost``)."""
-
-    windows: float
-    boot: float
-    failed_boot: float
-    other: float
-
-
-class StudyDump(_Output):
+class StudyDump(OutputModel):
     """``nova-search dump STUDY``: the whole study."""
 
     schema_version: Literal[3] = DUMP_SCHEMA_VERSION
@@ -171,7 +159,7 @@ class StudyDump(_Output):
     trials: list[TrialRecord]
 
 
-class BestOutput(_Output):
+class BestOutput(OutputModel):
     """``nova-search best STUDY --format json``: the best feasible COMPLETE trials, best first."""
 
     schema_version: Literal[1] = BEST_SCHEMA_VERSION
@@ -270,19 +258,19 @@ def best_output(
 # ---------------------------------------------------------------- policy: the answer and the verdict
 
 
-class ConcurrencyRange(_Output):
+class ConcurrencyRange(OutputModel):
     min_concurrency: int
     max_concurrency: int
 
 
-class StockGain(_Output):
+class StockGain(OutputModel):
     """Tuned against stock at one level (%), reported apart from every speculative gain."""
 
     concurrency: int
     gain_pct: float | None
 
 
-class DrafterRecord(_Output):
+class DrafterRecord(OutputModel):
     """One drafter's verdict against the tuned baseline (``analysis.verdict.DrafterVerdict``)."""
 
     method: str
@@ -300,36 +288,13 @@ class DrafterRecord(_Output):
     projected: str | None = None
 
 
-class PolicyRangeRecord(_Output):
-    """A range of the policy as the verdict built it (``analysis.schedule.PolicyRange``)."""
-
-    min_concurrency: int
-    max_concurrency: int | None
-    choice: Literal["tuned", "speculative"]
-    trial: str
-    study: str
-    number: int
-    method: str
-    num_speculative_tokens: int | None
-    argv: list[str]
-    levels: list[int]
-    gain_pct: float | None = None
-    ci_low: float | None = None
-    ci_high: float | None = None
-    gain_level: int | None = None
-    #: "projected at acceptance L=..." when the range's drafter ran with synthetic acceptance
-    projected: str | None = None
-
-
 class PolicyOutput(DeployAnswer):
     """``nova-search policy STUDY --format json``: the deploy answer (``results.deploy.DeployAnswer``,
     its ``schema_version``: the stored ``nova:deploy`` is these first keys), then the verdict's details
     it rests on."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     #: the ranges as the verdict built them, with their gains (``ranges`` above: what to deploy)
-    policy: tuple[PolicyRangeRecord, ...]
+    policy: tuple[PolicyRange, ...]
     drafters: tuple[DrafterRecord, ...]
     tuned_vs_stock: tuple[StockGain, ...]
 
@@ -353,11 +318,9 @@ def _drafter(d: DrafterVerdict) -> DrafterRecord:
 
 
 def policy_output(answer: DeployAnswer, verdict: Verdict) -> PolicyOutput:
-    from dataclasses import asdict
-
     return PolicyOutput(
         **dict(answer),
-        policy=tuple(PolicyRangeRecord.model_validate(asdict(r)) for r in verdict.policy),
+        policy=verdict.policy,
         drafters=tuple(_drafter(d) for d in verdict.drafters),
         tuned_vs_stock=tuple(StockGain(concurrency=c, gain_pct=p) for c, p in verdict.tuned_vs_stock),
     )

@@ -1,5 +1,5 @@
 """The speculative verdict of a study's results: an adapter from ``TrialResult`` to the verdict's own
-``Profile`` (``analysis.verdict``, pure), with the tuned baseline chosen by ``select.tuned_baseline``
+``Profile`` (``analysis.gains``, pure), with the tuned baseline chosen by ``select.tuned_baseline``
 and each speculative trial's output equivalence judged against it."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ from __future__ import annotations
 from nova_search.analysis import projection
 from nova_search.analysis.breakeven import GainRow
 from nova_search.analysis.equivalence import Equivalence, compare_outputs
-from nova_search.analysis.verdict import Profile, Verdict, build_verdict, level_gain
-from nova_search.engine.config import EngineConfig
+from nova_search.analysis.gains import Profile, level_gain
+from nova_search.analysis.verdict import Verdict, build_verdict
 from nova_search.errors import NovaError
+from nova_search.knobs import EngineConfig
 from nova_search.results.select import tuned_baseline
 from nova_search.results.trials import StudyResults, TrialResult, trial_key
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from nova_search.analysis import projection
 from nova_search.engine.command import deployable_argv
-from nova_search.engine.config import EngineConfig
+from nova_search.knobs import EngineConfig
 from nova_search.measure.metrics import LevelResult
 from nova_search.measure.objectives import Direction, Objective
 from nova_search.measure.records import Paired, ReferenceOutputs

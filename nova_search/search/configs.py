@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from nova_search.engine.config import SPACE_KNOBS, EngineConfig, SpeculativeConfig
+from nova_search.knobs import SPACE_KNOBS, EngineConfig, SpeculativeConfig
 from nova_search.spec import (
     BoolChoices,
     FloatChoices,

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nova_search.engine.config import EngineConfig
 from nova_search.engine.memory import ModelShape, estimate
+from nova_search.knobs import EngineConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ many trials as random search to find a configuration within 5 % of the best, for
   the compile-friendly ``max_num_batched_tokens`` lists) is a categorical parameter to Optuna, and TPE
   treats categories as unordered: 32 teaches it nothing about 16. The base sampler sees such a list
   as an integer: the value's rank among the sorted choices (``IntDistribution(0, n - 1)``), through a
-  view of the study (``_OrdinalView``); the study itself, the dashboard and every reader keep the
+  view of the study (``ordinal.OrdinalView``); the study itself, the dashboard and every reader keep the
   values and the categorical distribution. Lists of two, and lists that are not all numbers, stay
   categorical.
 - **No repeats.** Once it has a good configuration, a model-based sampler proposes it again, and on a
@@ -36,13 +36,12 @@ seed: until a trial completes, every worker's sampler would draw the same start-
 Two things keep them apart (issue 40): each trial's draws are seeded from the study's seed and the
 trial's number (``trial_seed``; trial numbers are unique across workers, and a single
 worker with an explicit seed draws the same sequence run after run), and the worker draws a trial's
-configuration under the budget lock, right after the ask (``worker.loop``), so the next worker's
+configuration under the budget lock, right after the ask (``worker.ask``), so the next worker's
 no-repeat check sees it. With ``sampler.seed: null`` the seeds are fresh each run.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import importlib.util
 import math
@@ -52,23 +51,15 @@ from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.trial import FrozenTrial, TrialState
 
+from nova_search.db import cached_trials, rng_of
 from nova_search.errors import SpecError
+from nova_search.search.ordinal import OrdinalView, from_rank, ordered_choices, rank_distribution
 from nova_search.spec import StudySpec
 
 #: states of a trial whose configuration the study has (or is about to have)
 _HELD = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
-
-
-def ordered_choices(d: BaseDistribution) -> tuple[float, ...] | None:
-    """The sorted choices of a categorical distribution of three or more numbers, else None."""
-    if not isinstance(d, CategoricalDistribution) or len(d.choices) < 3:
-        return None
-    if not all(isinstance(c, int | float) and not isinstance(c, bool) for c in d.choices):
-        return None
-    return tuple(sorted(d.choices))  # type: ignore[arg-type]
 
 
 def repeats(params: Mapping[str, Any], trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
@@ -97,91 +88,6 @@ def distance(a: Mapping[str, Any], b: Mapping[str, Any], dists: Mapping[str, Bas
         else:
             total += float(a[name] != b[name])
     return total
-
-
-# ---------------------------------------------------------------- numbers in order
-
-
-def _to_rank(d: BaseDistribution) -> BaseDistribution:
-    ranks = ordered_choices(d)
-    return d if ranks is None else IntDistribution(0, len(ranks) - 1)
-
-
-class _OrdinalView:
-    """The study as the base sampler sees it: each parameter drawn from a list of numbers is its rank
-    in the sorted list, with an ``IntDistribution`` over the ranks. Everything else is the study's."""
-
-    def __init__(self, study: optuna.Study) -> None:
-        self._study = study
-        self._cache: dict[int, FrozenTrial] = {}  # finished trials do not change
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._study, name)
-
-    @property
-    def _storage(self) -> Any:
-        return _NoProposalWrites(self._study._storage)
-
-    def trial(self, t: FrozenTrial) -> FrozenTrial:
-        if t.state.is_finished() and t._trial_id in self._cache:
-            return self._cache[t._trial_id]
-        dists = t.distributions
-        if not any(ordered_choices(d) is not None for d in dists.values()):
-            return t
-        out = copy.copy(t)
-        out._distributions = {k: _to_rank(d) for k, d in dists.items()}
-        out._params = {k: to_rank(dists[k], v) for k, v in t.params.items()}
-        if t.state.is_finished():
-            self._cache[t._trial_id] = out
-        return out
-
-    def _get_trials(
-        self, deepcopy: bool = True, states: Any = None, use_cache: bool = False
-    ) -> list[FrozenTrial]:
-        # the per-ask snapshot whatever the base asks for: TPE's constant liar reads RUNNING trials
-        # past the cache, once per proposal, but under the budget lock no other worker adds one
-        trials = self._study._get_trials(deepcopy=False, states=states, use_cache=True)
-        return [self.trial(t) for t in trials]
-
-    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
-        return self._get_trials(deepcopy=deepcopy, states=states)
-
-    @property
-    def trials(self) -> list[FrozenTrial]:
-        return self._get_trials()
-
-
-class _NoProposalWrites:
-    """The study's storage as the base sampler sees it, less TPE's record of each joint proposal
-    (``tpe:relative_params``, a system attribute written per proposal so that other processes' constant
-    liar can read a RUNNING trial's parameters before they are suggested). nova draws a trial's whole
-    configuration under the budget lock, so its parameters are in the study before any other worker
-    draws; the record only cost a write per proposal (up to ``tries + 1`` under the lock) and named a
-    proposal the no-repeat rule had turned down."""
-
-    def __init__(self, storage: Any) -> None:
-        self._inner = storage
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
-        if not key.startswith(_TPE_PROPOSAL_KEY):
-            self._inner.set_trial_system_attr(trial_id, key, value)
-
-
-#: the system attribute TPE records each joint proposal under (``optuna.samplers._tpe.sampler``)
-_TPE_PROPOSAL_KEY = "tpe:relative_params"
-
-
-def to_rank(d: BaseDistribution, value: Any) -> Any:
-    ranks = ordered_choices(d)
-    return value if ranks is None else ranks.index(value)
-
-
-def from_rank(d: BaseDistribution, value: Any) -> Any:
-    ranks = ordered_choices(d)
-    return value if ranks is None else ranks[int(value)]
 
 
 # ---------------------------------------------------------------- the sampler
@@ -277,23 +183,23 @@ class NovaSampler(PerTrialSeed):
         return {k: d for k, d in _study_distributions(study).items() if not d.single()}
 
     def _base_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        view = _OrdinalView(study)
+        view = OrdinalView(study)
         space = self.base.infer_relative_search_space(view, view.trial(trial))  # type: ignore[arg-type]
         actual = _study_distributions(study)
         # back to the study's own distributions: a relative parameter must match the one it suggests
         return {k: actual.get(k, d) if isinstance(d, IntDistribution) else d for k, d in space.items()}
 
     def _base_relative(
-        self, view: _OrdinalView, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+        self, view: OrdinalView, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        ranked = {k: _to_rank(d) for k, d in search_space.items()}
+        ranked = {k: rank_distribution(d) for k, d in search_space.items()}
         params = self.base.sample_relative(view, view.trial(trial), ranked)  # type: ignore[arg-type]
         return {k: from_rank(search_space[k], v) if k in search_space else v for k, v in params.items()}
 
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        view = _OrdinalView(study)
+        view = OrdinalView(study)
         # the base sampler proposes only in its own space (empty until a trial is measured)
         base_space = self._base_space(study, trial) if search_space else {}
         params = self._base_relative(view, trial, search_space) if base_space else {}
@@ -330,14 +236,14 @@ class NovaSampler(PerTrialSeed):
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
     ) -> Any:
-        view = _OrdinalView(study)
+        view = OrdinalView(study)
 
         def draw() -> Any:
             value = self.base.sample_independent(
                 view,  # type: ignore[arg-type]
                 view.trial(trial),
                 param_name,
-                _to_rank(param_distribution),
+                rank_distribution(param_distribution),
             )
             return from_rank(param_distribution, value)
 
@@ -378,8 +284,9 @@ def reseed(sampler: object, seed: int, _depth: int = 0) -> None:
     if _depth > 3:
         return
     for value in vars(sampler).values():
-        if isinstance(value, LazyRandomState):
-            value.rng.seed(seed)
+        rng = rng_of(value)
+        if rng is not None:
+            rng.seed(seed)
         elif isinstance(value, optuna.samplers.BaseSampler):
             reseed(value, seed, _depth + 1)
 
@@ -399,17 +306,17 @@ def _snapshot(study: optuna.Study, states: tuple[TrialState, ...]) -> list[Froze
     the budget lock, where no other worker can add a trial, so one read holds for the whole draw; a
     read per question made the draw 13 reads of every RUNNING trial, and the lock's serial section
     grew with the fleet."""
-    return study._get_trials(deepcopy=False, states=states, use_cache=True)
+    return cached_trials(study, states)
 
 
 def _study_distributions(study: optuna.Study) -> dict[str, BaseDistribution]:
     out: dict[str, BaseDistribution] = {}
-    for t in study._get_trials(deepcopy=False, use_cache=True):
+    for t in cached_trials(study):
         out.update(t.distributions)
     return out
 
 
-#: the one parameter a worker's slot constrains (``worker.placement``)
+#: the one parameter a worker's slot constrains (``search.placement``)
 TP = "tensor_parallel_size"
 
 

@@ -14,7 +14,7 @@ from pydantic import (
 )
 
 from nova_search import redact
-from nova_search.engine.config import SPACE_KNOBS, Knob
+from nova_search.knobs import SPACE_KNOBS, Knob
 from nova_search.spec._base import StrictModel, as_cores
 
 # ---------------------------------------------------------------- model, engine

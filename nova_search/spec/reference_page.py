@@ -158,7 +158,7 @@ def reference_markdown() -> str:
     lines = [
         "A knob written `int | {low, high, log, step} | {choices}` is fixed, a range, or a list of",
         "choices; numeric fields show their bounds. Generated from the models in `nova_search/spec/`",
-        "and the knob table in `nova_search/engine/config.py`.",
+        "and the knob table in `nova_search/knobs.py`.",
         "",
         "| field | type | default | meaning |",
         "|---|---|---|---|",

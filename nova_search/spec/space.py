@@ -13,7 +13,7 @@ from pydantic import (
     model_validator,
 )
 
-from nova_search.engine.config import SPACE_KNOBS, Knob
+from nova_search.knobs import SPACE_KNOBS, Knob
 from nova_search.spec._base import (
     DRAFTER_METHODS,
     SPEC_METHODS,
@@ -170,7 +170,7 @@ class _KnobSpace(StrictModel):
 
 
 #: One joint search space. A knob left out is not passed to vLLM (its default, or engine.defaults).
-#: Its fields are the knob table's (``engine.config.KNOBS``), each searched or fixed, plus the drafter.
+#: Its fields are the knob table's (``knobs.KNOBS``), each searched or fixed, plus the drafter.
 SpaceSpec = create_model(  # type: ignore[call-overload]
     "SpaceSpec",
     __base__=_KnobSpace,

@@ -1,6 +1,6 @@
 """``nova-search bench``: measure an already-running OpenAI-compatible server with nova's load
 generator, level by level, and return the same LevelResults a trial stores. Used to check a
-deployment, and by the cross-check against vLLM's own benchmark (benchmarks/harness/crosscheck.py,
+deployment, and by the cross-check against vLLM's own benchmark (nova_search/testing/crosscheck/,
 benchmarks/gpu/crosscheck_h200.py).
 
 The client runs on ``cpus`` in as many processes as the level needs (``loadgen.procs``); a level

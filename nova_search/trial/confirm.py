@@ -52,7 +52,6 @@ import optuna
 from nova_search import schema
 from nova_search.analysis.dominance import dominates
 from nova_search.analysis.noise import compare
-from nova_search.db import retrying
 from nova_search.engine import sleep as sleep_mode
 from nova_search.engine.command import served_name
 from nova_search.engine.server import Server, tail
@@ -60,10 +59,11 @@ from nova_search.errors import TrialFailure
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.prompts import level_seed, prompt_source
 from nova_search.measure import objectives as obj
+from nova_search.measure.feasibility import holds, meets_constraints
 from nova_search.measure.metrics import LevelResult, RequestSLO, combine_repeats, summarize
 from nova_search.measure.records import Paired
 from nova_search.trial.context import Measurement, TrialContext
-from nova_search.trial.residency import BootLeader, adopt_leader, feasible, finished_trials, offer
+from nova_search.trial.residency import finished_trials
 from nova_search.trial.window import (
     headline,
     keep_requests,
@@ -173,14 +173,14 @@ def wants_confirmation(trial: optuna.Trial, ctx: TrialContext, levels: Sequence[
     spec = ctx.spec
     assert spec.confirm is not None
     conditions = [c.condition for c in spec.constraints]
-    if any(v > 0.0 for v in obj.constraint_values(levels, conditions).values()):
+    if not holds(obj.constraint_values(levels, conditions)):
         return "it breaks a constraint"
     if ctx.stage == "speculative":
         return None
     finished = []
     for t in finished_trials(trial, ctx.storage_retry_s, "read the finished trials from"):
         other = schema.LEVELS.read(t.user_attrs)
-        if other and feasible(t):
+        if other and meets_constraints(t):
             finished.append((t.number, other))
     by = dominated_by(levels, finished, spec.objectives, spec.confirm.near)
     return None if by is None else f"#{by} beat it by more than confirm.near at every level"
@@ -283,13 +283,12 @@ def confirm_trial(
             },
         )
 
+    progress = ctx.reporter_for(trial)
     try:
         for pair in range(rule.max_pairs if lead is not None else rule.min_pairs):
             what = f"confirm · pair {pair + 1}" + (f" vs #{leader.number}" if leader else " (alone)")
             for is_leader, c in pair_schedule(pair, levels, lead is not None):
-                ctx.reporter.phase(
-                    trial.number, f"{what} · {'leader' if is_leader else 'trial'} · concurrency {c}"
-                )
+                progress.phase(f"{what} · {'leader' if is_leader else 'trial'} · concurrency {c}")
                 if is_leader and lead is not None:
                     window(lead, trial_side, c, pair)
                 else:
@@ -329,45 +328,3 @@ class _LeaderLost(Exception):
 
 def _values(windows: Sequence[LevelResult], metric: str) -> list[float]:
     return [float(v) for w in windows if (v := getattr(w, metric, None)) is not None]
-
-
-def follow_up(
-    trial: optuna.Trial,
-    ctx: TrialContext,
-    measured: Measurement,
-    gpus: tuple[int, ...],
-    boot_leader: BootLeader | None = None,
-) -> tuple[bool, str]:
-    """After the sweep (its server on ``gpus``): confirm the trial when it is wanted (first booting the
-    study's best as the leader where the slot has none and ``boot_leader`` is given: ``adopt_leader``),
-    then offer its server as the slot's leader. Returns whether the server stays up (as the leader; the
-    caller stops it otherwise), and what happened, for the trial's summary line."""
-    slot, server = ctx.slot, measured.server
-    if slot.park is None or ctx.spec.confirm is None:
-        return False, ""
-    levels = [combine_repeats(ws) for ws in measured.by_level.values()]
-    skip = wants_confirmation(trial, ctx, levels)
-    asleep = False
-    notes = []
-    if skip is None:
-        awake, switched = True, 0.0
-        if boot_leader is not None and slot.leader is None and ctx.stage != "speculative":
-            note, awake, switched = adopt_leader(trial, ctx, gpus, server, boot_leader)
-            notes += [note] if note else []
-        asleep, p = confirm_trial(trial, ctx, measured, awake, switched)
-        levels = [combine_repeats(ws) for ws in measured.by_level.values()]
-        whom = "alone" if p.leader is None else f"vs #{p.leader}"
-        notes.append(f"confirmed {whom}: {p.pairs} pair(s), {p.stopped or 'cut short'}")
-    else:
-        notes.append(f"not confirmed: {skip}")
-    value = obj.objective_values(levels, ctx.spec.objectives)[0]
-    conditions = [c.condition for c in ctx.spec.constraints]
-    feasible = all(v <= 0.0 for v in obj.constraint_values(levels, conditions).values())
-    if value is None or not feasible or not server.alive():
-        return False, "; ".join(notes)
-    role = retrying(lambda: schema.role_of(trial.user_attrs), ctx.storage_retry_s, "read a trial in")
-    versus = head_to_head(p, ctx.spec.objectives[0]) if skip is None else None
-    kept, note = offer(ctx, trial.number, server, float(value), role, asleep, versus)
-    notes += ["kept as the leader"] if kept else []
-    notes += [note] if note else []
-    return kept, "; ".join(notes)

@@ -1,8 +1,8 @@
 """What a trial runs with: its inputs, fixed for the trial (``TrialContext``: the spec, the stage, the
 host's facts, where things go, and the ``Slot`` it runs on), and its server with what was measured on it
 so far (``Measurement``), which the sweep fills and confirmation extends. Also the two outlets a trial
-reports through: the ``Reporter`` (progress: the terminal's display, or the JSON event stream) and the
-``LevelSink`` (nova's tables)."""
+reports through: the ``Reporter`` (progress: the terminal's display, or the JSON event stream; a trial's
+stages report through it bound to the trial, ``TrialReporter``) and the ``LevelSink`` (nova's tables)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import optuna
 
-from nova_search.engine.config import EngineConfig
 from nova_search.engine.server import Server
+from nova_search.knobs import EngineConfig
 from nova_search.measure.metrics import LevelResult
 from nova_search.search.rules import Facts
 from nova_search.spec import StudySpec
@@ -87,6 +87,26 @@ class NullReporter:
         pass
 
 
+@dataclass(frozen=True)
+class TrialReporter:
+    """The worker's ``Reporter`` bound to one trial: what the trial's stages report through."""
+
+    reporter: Reporter
+    number: int
+
+    def started(self, label: str, params: dict[str, Any] | None = None) -> None:
+        self.reporter.trial_started(self.number, label, params)
+
+    def phase(self, text: str) -> None:
+        self.reporter.phase(self.number, text)
+
+    def level_started(self, index: int, count: int, concurrency: int, requests: int | None) -> None:
+        self.reporter.level_started(self.number, index, count, concurrency, requests)
+
+    def requests_done(self, done: int) -> None:
+        self.reporter.requests_done(self.number, done)
+
+
 class LevelSink(Protocol):
     """Where each measured level goes besides the trial's attributes (nova's tables)."""
 
@@ -128,6 +148,10 @@ class TrialContext:
     #: an Optuna artifact store (``artifacts.filesystem_store``): request records and the server log
     #: go there as the trial's artifacts; None: the files stay in artifacts_root only
     artifact_store: Any = None
+
+    def reporter_for(self, trial: optuna.Trial) -> TrialReporter:
+        """The reporter, bound to ``trial``."""
+        return TrialReporter(self.reporter, trial.number)
 
 
 #: records a level measured again on the trial's server (its windows so far, the engine's last sample)

@@ -14,9 +14,10 @@ import optuna
 from nova_search import schema
 from nova_search.db import retrying
 from nova_search.engine import sleep as sleep_mode
-from nova_search.engine.config import EngineConfig
 from nova_search.engine.server import Server
 from nova_search.errors import TrialFailure
+from nova_search.knobs import EngineConfig
+from nova_search.measure.feasibility import best_feasible, better
 from nova_search.search.rules import Facts
 from nova_search.trial.context import TrialContext
 from nova_search.trial.slot import GIB, Resident, Slot
@@ -27,10 +28,6 @@ log = logging.getLogger(__name__)
 BOOT_MARGIN_BYTES = GIB
 #: vLLM's default gpu_memory_utilization, for a trial that does not set it
 DEFAULT_GPU_SHARE = 0.9
-
-
-def better(value: float, than: float, maximize: bool) -> bool:
-    return value > than if maximize else value < than
 
 
 def make_room(ctx: TrialContext, gpus: tuple[int, ...], config: EngineConfig) -> str | None:
@@ -126,7 +123,7 @@ def offer(
     return True, note
 
 
-#: boots a finished trial's configuration, as it ran, to be the slot's leader (``trial._boot_leader``):
+#: boots a finished trial's configuration, as it ran, to be the slot's leader (``run._boot_leader``):
 #: its server, up; raises TrialFailure (its server stopped) when it does not come up
 BootLeader = Callable[[EngineConfig], Server]
 
@@ -142,22 +139,13 @@ def finished_trials(trial: optuna.Trial, retry_s: float, what: str) -> list[optu
     return [t for t in done if t.number != trial.number]
 
 
-def feasible(t: optuna.trial.FrozenTrial) -> bool:
-    """Whether a finished trial met every constraint."""
-    return all(v <= 0.0 for v in t.constraints.values())
-
-
 def study_leader(trial: optuna.Trial, ctx: TrialContext) -> optuna.trial.FrozenTrial | None:
     """The study's best finished feasible trial on the first objective, other than ``trial`` and with
     its configuration stored; None when there is none (the study's first trial)."""
     maximize = ctx.spec.objectives[0].direction == "maximize"
-    best = None
-    for t in finished_trials(trial, ctx.storage_retry_s, "read the finished trials from"):
-        if not t.values or schema.CONFIG.read(t.user_attrs) is None or not feasible(t):
-            continue
-        if best is None or better(t.values[0], best.values[0], maximize):
-            best = t
-    return best
+    done = finished_trials(trial, ctx.storage_retry_s, "read the finished trials from")
+    stored = (t for t in done if t.values and schema.CONFIG.read(t.user_attrs) is not None)
+    return best_feasible(stored, maximize)
 
 
 def adopt_leader(
@@ -184,7 +172,7 @@ def adopt_leader(
     short = no_room(ctx, gpus, config)
     why = f"#{best.number} not booted as the leader: {short}" if short else ""
     if not why:
-        ctx.reporter.phase(trial.number, f"booting the study's best #{best.number} as the leader")
+        ctx.reporter_for(trial).phase(f"booting the study's best #{best.number} as the leader")
         try:
             leader = boot(config)
         except TrialFailure as e:
@@ -213,7 +201,7 @@ def adopt_tuned(trial: optuna.Trial, ctx: TrialContext, boot: BootLeader) -> str
     config = schema.CONFIG.read(tuned.user_attrs) if tuned is not None else None
     if tuned is None or config is None:
         return None
-    ctx.reporter.phase(trial.number, f"booting the tuned baseline #{tuned.number} as the leader")
+    ctx.reporter_for(trial).phase(f"booting the tuned baseline #{tuned.number} as the leader")
     try:
         server = boot(config)
     except TrialFailure as e:

@@ -1,4 +1,5 @@
-"""The worker loop: ask a trial within the budget, run it (``trial.run.run_trial``), tell the outcome.
+"""The worker loop: ask a trial within the budget (``ask``), run it (``trial.run.run_trial``), tell the
+outcome (``tell``); ``stage_loop`` moves a worker from one stage of a study to the next.
 
 Optuna records heartbeats only inside ``study.optimize``; this loop runs its own ask/tell so that it
 can hold the budget lock (``db.StorageLock``) around "count, then ask". It covers what optimize would:
@@ -27,20 +28,18 @@ can hold the budget lock (``db.StorageLock``) around "count, then ask". It cover
 
 After each trial is told, ``WorkerOptions.on_trial_done(study, trial)`` runs, and once the stage's
 budget is done and no trial runs, ``WorkerOptions.on_stage_done(study)`` (the CLI wires the dashboard
-notes to both: ``report.dashboard.after_trial`` and ``after_stage``); they must never raise.
+notes to both: ``report.dashboard.publish.after_trial`` and ``after_stage``); they must never raise.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -49,33 +48,30 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nova_search import schema
 from nova_search.artifacts import filesystem_store
-from nova_search.db import (
-    LevelStore,
-    StorageLock,
-    budget_spent,
-    count_refused,
-    count_toward_budget,
-    open_storage,
-    rdb_storage,
-    retrying,
-    storage_retry_s,
-)
-from nova_search.db.budget import REFUSED_REASON as REFUSED
-from nova_search.db.heartbeat import Heartbeat, fail_orphans, fail_stale, requeue
-from nova_search.db.stages import stage_plan
+from nova_search.db import LevelStore, StorageLock, rdb_storage, retrying, storage_retry_s, study_id, trial_id
+from nova_search.db.heartbeat import Heartbeat, fail_orphans, fail_stale
 from nova_search.engine.command import engine_prefix, unresolved_references
 from nova_search.errors import EngineError, SpecError, TrialFailure
 from nova_search.files import MAX_CONFIG_BYTES, read_bounded
 from nova_search.loadgen.prompts import prompt_source
-from nova_search.measure.metrics import LevelResult
 from nova_search.search.host import host_facts
-from nova_search.search.lifecycle import load, next_stage, stage_done
+from nova_search.search.placement import Placement, place, queued_gpus
 from nova_search.search.sampler import FittingSampler
 from nova_search.spec import StudySpec
-from nova_search.trial.context import NullReporter, Reporter, TrialContext, TrialEnd
-from nova_search.trial.run import HostFailure, choose_config, run_trial
+from nova_search.trial.context import NullReporter, Reporter, TrialContext
+from nova_search.trial.failure import HostFailure
+from nova_search.trial.run import choose_config, run_trial
 from nova_search.trial.slot import Slot
-from nova_search.worker.placement import NoSlot, Placement, ask_fitting, place, queued_gpus
+from nova_search.worker.ask import ask_within_budget
+from nova_search.worker.sink import TableSink
+from nova_search.worker.tell import (
+    best_effort,
+    finished_elsewhere,
+    report_end,
+    requeue_trial,
+    signals_deferred,
+    tell_outcome,
+)
 
 log = logging.getLogger("nova_search")
 
@@ -83,10 +79,6 @@ TrialDone = Callable[[optuna.Study, FrozenTrial], None]
 StageDone = Callable[[optuna.Study], None]
 #: how often (seconds) a worker whose budget is spent looks whether trials still run elsewhere
 WAIT_POLL_S = 2.0
-#: whether a queued trial fits this worker's slots
-Fits = Callable[[FrozenTrial], bool]
-#: draws a trial's configuration (its suggestions stored on the trial)
-Draw = Callable[[optuna.Trial], object]
 
 
 @dataclass
@@ -113,81 +105,6 @@ class WorkerOptions:
         if self.stop_after_s is None or self.deadline is not None:
             return self
         return replace(self, deadline=time.monotonic() + self.stop_after_s)
-
-
-def run_stages(study_name: str, storage_url: str, opts: WorkerOptions) -> tuple[optuna.Study, int]:
-    """Run a study's trials, following its stages: when one stage's budget is spent (counted across
-    every worker) and none of its trials runs, the next stage starts on its tuned baseline. Returns
-    the last stage's study this worker worked on and the number of trials it ran."""
-    storage = open_storage(storage_url, retry_s=opts.storage_retry_s)
-    window = opts.storage_retry_s
-    plan = retrying(lambda: stage_plan(storage, storage_url, study_name), window, "read the studies in")
-    opts = opts.with_deadline()
-    study, spec = load(plan[0][1], storage_url, storage)
-    parent = schema.PARENT.read(retrying(lambda: study.user_attrs, window, "read the study in")) or study_name
-    ran = 0
-    for i, (stage, _name) in enumerate(plan):
-        if i > 0:
-            nxt = retrying(
-                lambda st=stage, prev=study: next_stage(parent, st, prev, spec, storage, storage_url),
-                window,
-                "open the next stage in",
-            )
-            if nxt is None:
-                log.info("stage %s still runs elsewhere: this worker stops here", plan[i - 1][1])
-                break
-            study = nxt
-        left = None if opts.max_trials is None else opts.max_trials - ran
-        if left is not None and left <= 0:
-            break
-        try:
-            ran += run_worker(study, spec, replace(opts, max_trials=left))
-        except NoSlot as e:
-            if i == 0:
-                raise
-            log.warning("%s: this worker stops here, the others go on", e)
-            break
-        if not retrying(
-            lambda st=stage, s=study: stage_done(s, spec, st), window, "read the stage's trials in"
-        ):
-            break  # stopped by --max-trials, --stop-after or an interrupt
-    return study, ran
-
-
-@dataclass
-class TableSink:
-    """Writes every measured level to nova_level_result (idempotent, retried across DB restarts)."""
-
-    store: LevelStore
-    study_name: str
-    host: str
-    device_name: str | None
-    #: told of each level once it is stored
-    reporter: Reporter = field(default_factory=NullReporter)
-
-    def record(
-        self,
-        *,
-        trial: optuna.Trial,
-        level: LevelResult,
-        engine_metrics: dict[str, float],
-        argv: list[str],
-        engine_version: str | None,
-        gpus: tuple[int, ...],
-    ) -> None:
-        self.store.record(
-            trial_id=trial._trial_id,
-            study_name=self.study_name,
-            trial_number=trial.number,
-            level=level,
-            engine_metrics=engine_metrics,
-            worker_host=self.host,
-            gpu_ids=gpus,
-            gpu_name=self.device_name,
-            engine_version=engine_version,
-            argv=argv,
-        )
-        self.reporter.level_measured(trial.number, level)
 
 
 def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int:
@@ -301,79 +218,6 @@ def _run_groups(
     return counter[0]
 
 
-def _ask_locked(
-    study: optuna.Study,
-    lock: StorageLock,
-    budget: int,
-    fits: Fits | None = None,
-    reporter: Reporter | None = None,
-    draw: Draw | None = None,
-) -> optuna.Trial | None:
-    """Count, then ask, under the lock: the first queued trial that ``fits`` this worker, else a new
-    one; then ``draw`` its configuration, still under the lock, so that the next worker's sampler sees
-    it (no two workers started together draw the same one). A draw that fails is left to the trial
-    (``trial.run`` draws again: suggestions are stored, a second draw returns the first's values)."""
-    # A spent budget stays spent (a trial counts once it is asked, a retry with the trial it re-runs),
-    # so it is seen without the lock: at the end of a fleet's study every worker would otherwise queue
-    # for the lock once more only to learn it (200 workers: about 90 s of serial sections)
-    if _spent(study.get_trials(deepcopy=False), budget):
-        return None
-    with lock:
-        trials = study.get_trials(deepcopy=False)
-        if _spent(trials, budget):
-            return None
-        trial = study.ask() if fits is None else ask_fitting(study, fits)
-        if draw is not None:
-            try:
-                draw(trial)
-            except Exception as e:  # noqa: BLE001 - the trial draws again; the ask must not be repeated
-                log.warning(
-                    "trial %s: its configuration could not be drawn under the budget lock (%s: %s); it is "
-                    "drawn when the trial starts, where another worker may draw the same one",
-                    trial.number,
-                    type(e).__name__,
-                    e,
-                )
-    if reporter is not None:
-        reporter.budget(count_toward_budget(trials) + 1, budget, count_refused(trials))
-    return trial
-
-
-def _spent(trials: list[FrozenTrial], budget: int) -> bool:
-    if not budget_spent(trials, budget):
-        return False
-    if count_toward_budget(trials) < budget:
-        log.warning(
-            "%d configurations were refused by the compatibility table before launch (the limit "
-            "for a budget of %d): no new trial is drawn; narrow the search space",
-            count_refused(trials),
-            budget,
-        )
-    return True
-
-
-def ask_within_budget(
-    study: optuna.Study,
-    lock: StorageLock,
-    budget: int,
-    window: float = 0.0,
-    fits: Fits | None = None,
-    reporter: Reporter | None = None,
-    draw: Draw | None = None,
-) -> optuna.Trial | None:
-    """Count, then ask (and ``draw``), under the lock; the trial's first heartbeat is recorded at once.
-    Each is retried on its own (for ``window`` seconds): a heartbeat write cut by the network must not ask
-    again and leave the first trial an orphan. A configuration refused before launch is not counted
-    (``db.budget``), up to ``refused_limit(budget)`` of them."""
-    trial = retrying(
-        lambda: _ask_locked(study, lock, budget, fits, reporter, draw), window, "ask for a trial in"
-    )
-    if trial is not None:
-        storage = rdb_storage(study)
-        retrying(lambda: storage.record_heartbeat(trial._trial_id), window, "record a heartbeat in")
-    return trial
-
-
 def _run_slot(
     study: optuna.Study,
     spec: StudySpec,
@@ -438,8 +282,12 @@ def _run_slot(
 def _running_count(study: optuna.Study) -> int:
     """How many trials of the study are RUNNING, read from the database itself, not through Optuna's
     trial cache: a worker that waits on this must see another worker's tell."""
-    running = rdb_storage(study).get_all_trials(study._study_id, deepcopy=False, states=(TrialState.RUNNING,))
+    running = rdb_storage(study).get_all_trials(study_id(study), deepcopy=False, states=(TrialState.RUNNING,))
     return len(running)
+
+
+class HostProblem(EngineError):
+    """The host failed a trial (a full disk, say): the worker stops (exit 1), the trial queued again."""
 
 
 def _run_one(
@@ -449,7 +297,7 @@ def _run_one(
     values: list[float] | None = None
     state = TrialState.FAIL
     try:
-        with Heartbeat(storage, trial._trial_id, storage.heartbeat_interval or 30):
+        with Heartbeat(storage, trial_id(trial), storage.heartbeat_interval or 30):
             values = run_trial(trial, ctx)
             state = TrialState.COMPLETE
     except optuna.TrialPruned:
@@ -458,9 +306,9 @@ def _run_one(
         # the host's fault, not the configuration's: the trial is queued again (not counted) and this
         # worker stops rather than fail every trial of the budget the same way
         with signals_deferred():
-            _tell(study, trial, TrialState.FAIL, None, window)
-        _best_effort(lambda: retrying(lambda: _requeue(study, trial), window, "queue a trial again in"))
-        _report_end(study, trial, ctx.reporter)
+            tell_outcome(study, trial, TrialState.FAIL, None, window)
+        best_effort(lambda: retrying(lambda: requeue_trial(study, trial), window, "queue a trial again in"))
+        report_end(study, trial, ctx.reporter)
         raise HostProblem(
             f"host problem on {socket.gethostname()}: {e.message}; trial {trial.number} is queued again "
             "(not counted toward the budget) and this worker stops: fix the host, then start it again"
@@ -469,141 +317,29 @@ def _run_one(
         state = TrialState.FAIL
     except KeyboardInterrupt:
         with signals_deferred():
-            _tell(study, trial, TrialState.FAIL, None, window)
-        _report_end(study, trial, ctx.reporter)
+            tell_outcome(study, trial, TrialState.FAIL, None, window)
+        report_end(study, trial, ctx.reporter)
         raise
     except optuna.exceptions.UpdateFinishedTrialError:
-        if _finished_elsewhere(study, trial, window):
+        if finished_elsewhere(study, trial, window):
             return
         raise
     except Exception as e:  # noqa: BLE001 - an unexpected error fails the trial, not the worker
-        if _finished_elsewhere(study, trial, window):
+        if finished_elsewhere(study, trial, window):
             return
         log.exception("trial %s failed unexpectedly", trial.number)
         message = f"{type(e).__name__}: {e}"[:500]
-        _best_effort(lambda: schema.REASON.write(trial, "internal"))
-        _best_effort(lambda: schema.MESSAGE.write(trial, message))
+        best_effort(lambda: schema.REASON.write(trial, "internal"))
+        best_effort(lambda: schema.MESSAGE.write(trial, message))
     if ctx.cancel.is_set():
         state, values = TrialState.FAIL, None
-    if _finished_elsewhere(study, trial, window):
+    if finished_elsewhere(study, trial, window):
         return
     with signals_deferred():
-        _tell(study, trial, state, values, window)
-    frozen = _report_end(study, trial, ctx.reporter)
+        tell_outcome(study, trial, state, values, window)
+    frozen = report_end(study, trial, ctx.reporter)
     if opts.on_trial_done is not None and frozen is not None:
         try:
             opts.on_trial_done(study, frozen)
         except Exception as e:  # noqa: BLE001 - a view of the study never costs the study
             log.warning("after trial %s: %s: %s", trial.number, type(e).__name__, e)
-
-
-class HostProblem(EngineError):
-    """The host failed a trial (a full disk, say): the worker stops (exit 1), the trial queued again."""
-
-
-def _requeue(study: optuna.Study, trial: optuna.Trial) -> None:
-    requeue(study, rdb_storage(study).get_trial(trial._trial_id))
-
-
-def _finished_elsewhere(study: optuna.Study, trial: optuna.Trial, window: float) -> bool:
-    """Whether another worker finished this trial meanwhile (this one was stopped past the grace
-    period: its heartbeat went stale, the trial was failed and re-queued); if so, says it in one line."""
-    try:
-        frozen = retrying(lambda: rdb_storage(study).get_trial(trial._trial_id), window, "read a trial in")
-    except Exception:  # noqa: BLE001 - the caller goes on as if it were not
-        return False
-    if not frozen.state.is_finished():
-        return False
-    reason = schema.REASON.read(frozen.user_attrs) or frozen.state.name
-    log.warning(
-        "trial %s was failed by another worker while this one was not beating (%s): its result here is "
-        "dropped; the trial is queued again if its retries allow",
-        trial.number,
-        schema.MESSAGE.read(frozen.user_attrs) or reason,
-    )
-    return True
-
-
-def trial_end(t: FrozenTrial) -> TrialEnd:
-    """How a told trial ended, from what it recorded: its state, values, reason and summary."""
-    reason = schema.REASON.read(t.user_attrs)
-    message = schema.MESSAGE.read(t.user_attrs)
-    summary = schema.SUMMARY.read(t.user_attrs)
-    state = t.state.name
-    if state == "COMPLETE":
-        detail = summary or ", ".join(f"{v:.4g}" for v in t.values or ())
-    else:
-        detail = f"{reason or 'unknown'}: {message or ''}".rstrip(": ")
-    # Optuna 5's reading of both forms (set_constraint's `constraints:<name>` keys, the old list)
-    feasible = state == "COMPLETE" and all(c <= 0 for c in t.constraints.values())
-    return TrialEnd(
-        number=t.number,
-        state=state,
-        detail=detail,
-        values=tuple(t.values) if t.values is not None else None,
-        reason=reason,
-        feasible=feasible,
-        launched=reason != REFUSED,
-    )
-
-
-def _report_end(study: optuna.Study, trial: optuna.Trial, reporter: Reporter) -> FrozenTrial | None:
-    """Tells the reporter how the trial ended (read back as told); returns the told trial."""
-    try:
-        frozen = study._storage.get_trial(trial._trial_id)
-    except Exception as e:  # noqa: BLE001 - a report never costs the study
-        log.warning("after trial %s: %s: %s", trial.number, type(e).__name__, e)
-        return None
-    try:
-        reporter.trial_finished(trial_end(frozen))
-    except Exception as e:  # noqa: BLE001
-        log.warning("reporting trial %s: %s: %s", trial.number, type(e).__name__, e)
-    return frozen
-
-
-def _tell(
-    study: optuna.Study, trial: optuna.Trial, state: TrialState, values: list[float] | None, window: float
-) -> None:
-    """Tell the outcome, through a database restart. A tell whose commit landed but whose answer was
-    lost is retried and finds the trial finished: that is success, not an error."""
-
-    def once() -> None:
-        if state == TrialState.COMPLETE:
-            study.tell(trial, values, skip_if_finished=True)
-        else:
-            study.tell(trial, state=state, skip_if_finished=True)
-
-    retrying(once, window, "tell a trial's outcome to")
-
-
-def _best_effort(fn: Callable[[], object]) -> None:
-    try:
-        fn()
-    except Exception:  # noqa: BLE001
-        pass
-
-
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends (in the main thread; elsewhere a no-op): a second
-    Ctrl-C cannot cut short the recording of the first one's outcome. A signal that came meanwhile is
-    raised as KeyboardInterrupt afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-
-    def note(signum: int, frame: object) -> None:
-        pending.append(signum)
-
-    old = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            # a SIGTERM that came meanwhile stops the worker: like the CLI's own handler after a first
-            # one, later SIGTERMs are ignored, so one landing while Python exits cannot kill it by SIGINT
-            signal.signal(s, signal.SIG_IGN if s == signal.SIGTERM and s in pending else handler)
-    if pending:
-        log.warning("a signal came while a trial's outcome was being recorded: it was recorded first")
-        raise KeyboardInterrupt

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TextIO
 
 from nova_search.errors import SpecError
-from nova_search.worker.placement import gpu_set
+from nova_search.search.placement import gpu_set
 
 #: prctl(2): deliver a signal to this process when its parent thread dies
 _PR_SET_PDEATHSIG = 1

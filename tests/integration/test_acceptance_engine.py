@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from nova_search.engine.command import build_launch, deployable_argv, new_api_key
-from nova_search.results.export import split_launch
+from nova_search.results.launch import split_launch
 from nova_search.search.configs import sample
 from nova_search.spec import parse_spec
 from tests.support.cli import REPO, nova

@@ -12,8 +12,8 @@ import json
 import optuna
 import yaml
 
-from benchmarks.harness.specs import minimal_spec_dict
 from nova_search import schema
+from nova_search.testing.specs import minimal_spec_dict
 from tests.support.cli import nova, nova_ok
 
 LABEL = "projected at acceptance L=2.5"
@@ -148,7 +148,7 @@ def test_the_breakeven_driver_runs_abba_windows_on_the_standin(tmp_path):
     out = tmp_path / "be"
     argv = [
         sys.executable, "-m", "benchmarks.breakeven_h200", "map",
-        "--serve-cmd", f"{sys.executable} -m benchmarks.harness.fake_engine", "--model", "fake",
+        "--serve-cmd", f"{sys.executable} -m nova_search.testing.fake_engine", "--model", "fake",
         "--method", "eagle3", "--drafter", "d", "--k", "3", "--levels", "1", "--pairs", "3",
         "--input-len", "16", "--output-len", "32", "--requests-per-level", "4", "--lengths", "2.5",
         "--out", str(out),

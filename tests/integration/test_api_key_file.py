@@ -9,11 +9,11 @@ import sys
 
 import httpx
 
-from benchmarks.harness.specs import FAKE_ENGINE
 from nova_search.engine.command import build_launch, new_api_key
-from nova_search.engine.config import EngineConfig
 from nova_search.engine.server import Server, free_port
+from nova_search.knobs import EngineConfig
 from nova_search.spec import EngineSpec, ModelSpec
+from nova_search.testing.specs import FAKE_ENGINE
 
 
 def test_the_key_reaches_the_server_through_a_private_file_and_never_stays_in_its_log(tmp_path):

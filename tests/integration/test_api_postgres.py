@@ -1,5 +1,5 @@
 """Inspect and consume the results of a real study on PostgreSQL: one stock baseline and three tuned
-trials run by a real worker with the fast stand-in engine (benchmarks/harness/fake_engine.py), then
+trials run by a real worker with the fast stand-in engine (nova_search/testing/fake_engine.py), then
 ``best`` / ``export`` / ``status`` / ``report`` through the CLI and ``nova_search.api`` from a separate
 process, checked against what Optuna's storage holds."""
 
@@ -17,15 +17,15 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines, worker
 from nova_search import schema
 from nova_search.db import LevelStore
 from nova_search.engine.command import deployable_argv
 from nova_search.errors import ExitCode
 from nova_search.results.serialize import BEST_SCHEMA_VERSION
 from nova_search.search import lifecycle as nova_study
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import fake_spec
+from nova_search.testing.workers import fake_engines, worker
 from tests.support import REPO
 from tests.support.cli import nova as cli
 from tests.support.cli import nova_ok as ok

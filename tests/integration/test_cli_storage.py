@@ -5,11 +5,11 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import minimal_spec_dict
 from nova_search.errors import ExitCode
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import minimal_spec_dict
 from tests.support import REPO
 from tests.support.cli import nova
 

@@ -11,9 +11,9 @@ import optuna
 import pytest
 import yaml
 
-from benchmarks.harness.specs import tiny_spec
-from benchmarks.harness.workers import vllm_processes
 from nova_search import schema
+from nova_search.testing.specs import tiny_spec
+from nova_search.testing.workers import vllm_processes
 from tests.support.cli import nova
 
 pytestmark = pytest.mark.engine

@@ -12,11 +12,11 @@ import pytest
 import yaml
 from optuna.artifacts import get_all_artifact_meta
 
-from benchmarks.harness.fake_engine import engine_records
-from benchmarks.harness.specs import fake_spec_dict, minimal_spec_dict
 from nova_search import schema
 from nova_search.results.load import load_results
 from nova_search.results.speculation import verdict_of
+from nova_search.testing.fake_engine import engine_records
+from nova_search.testing.specs import fake_spec_dict, minimal_spec_dict
 from tests.support.cli import nova, nova_ok
 
 COMPLETE = optuna.trial.TrialState.COMPLETE

@@ -1,7 +1,7 @@
 """Connections on a small PostgreSQL (issue 40, finding 4): workers give their connections back while
 they wait, so more workers than the server has connections for still run their budget; a connection
 refused for good (bad password, no such database, no such role) ends the worker at once, exit 5,
-naming what is wrong. Each test starts a throwaway server (benchmarks/fleet_pg.py), never the shared
+naming what is wrong. Each test starts a throwaway server (nova_search/testing/pg_server.py), never the shared
 one, whose settings must not change."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from optuna.trial import TrialState
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from benchmarks.fault_table import note
-from benchmarks.fleet_pg import throwaway_server
-from benchmarks.harness.pg import SHARED
-from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines, finish, worker
 from nova_search.db import LevelStore, StorageLock, count_toward_budget, open_storage, retrying
 from nova_search.db.connections import IDLE_CLOSE_S
 from nova_search.search import lifecycle as nova_study
+from nova_search.testing.fault_table import note
+from nova_search.testing.pg import SHARED
+from nova_search.testing.pg_server import throwaway_server
+from nova_search.testing.specs import fake_spec
+from nova_search.testing.workers import fake_engines, finish, worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
 

@@ -1,7 +1,7 @@
 """Cross-check against a peer: vLLM's own benchmark client (``vllm bench serve``) and nova's load
 generator (``nova-search bench``) drive the same running vLLM (CPU, tiny model) with the same lengths,
 concurrency, request count, greedy sampling and warmups, both pinned to the core the server does not
-use, in interleaved pairs. What "the same" means, run by run, is in benchmarks/harness/crosscheck.py.
+use, in interleaved pairs. What "the same" means, run by run, is in nova_search/testing/crosscheck/.
 
 This test asserts what holds on any host: both clients asked for and got exactly the same workload
 (requests, failures, input and output tokens as the server counted them) and both produced every
@@ -19,8 +19,8 @@ import statistics
 
 import pytest
 
-from benchmarks.harness.crosscheck import CrossCheckPlan, compare, report, run_crosscheck
 from nova_search.measure.metrics import LevelResult
+from nova_search.testing.crosscheck import CrossCheckPlan, compare, report, run_crosscheck
 from nova_search.trial.bench import vllm_names
 
 pytestmark = pytest.mark.engine
@@ -97,7 +97,7 @@ def test_vllm_bench_streams_from_the_standin(standin, engine_python, tiny_model,
     """benchmarks/client_overhead.py runs vLLM's benchmark client against the stand-in: the stand-in
     speaks enough of the API for it (/v1/completions streamed with usage, /metrics; /tokenize is
     missing and vLLM goes on without aligning prompts)."""
-    from benchmarks.harness.crosscheck import peer_client, vllm_bench_args
+    from nova_search.testing.crosscheck import peer_client, vllm_bench_args
 
     srv = standin()
     n, out = 20, 16

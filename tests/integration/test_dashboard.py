@@ -1,5 +1,5 @@
 """optuna-dashboard as an engineer uses it: a study run by `nova-search worker` (the fast stand-in
-engine, benchmarks/harness/fake_engine.py, launched exactly as vLLM is), then `nova-search dashboard` as a
+engine, nova_search/testing/fake_engine.py, launched exactly as vLLM is), then `nova-search dashboard` as a
 subprocess, read through its HTTP API and rendered by headless Chromium.
 
 The real-engine counterpart (a real trial gets its note and artifacts) is in test_study_engine.py.
@@ -17,11 +17,11 @@ import httpx
 import optuna
 import pytest
 
-from benchmarks.harness.specs import minimal_spec_dict
 from nova_search import schema
 from nova_search.errors import ExitCode
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
+from nova_search.testing.specs import minimal_spec_dict
 from tests.support.cli import nova
 from tests.support.dashboard import serve_dashboard, study_detail
 
@@ -114,7 +114,7 @@ def test_every_finished_trial_has_its_note(detail):
     rows = [ln for ln in ngram.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert [r.split(" | ")[0] for r in rows] == [f"| {c}" for c in LEVELS]
     assert f"0/{REQUESTS}" in rows[0]
-    assert "```bash\n" in ngram and "benchmarks.harness.fake_engine" in ngram
+    assert "```bash\n" in ngram and "nova_search.testing.fake_engine" in ngram
     assert "--speculative-config" in ngram
     assert "### Why it ended PRUNED" in fail and "**unsupported**" in fail
     assert "fake engine refuses --no-enable-prefix-caching" in fail  # the end of its server log

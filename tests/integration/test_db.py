@@ -21,8 +21,6 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Integer, create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
-from benchmarks.harness.pg import SHARED as PG_URL
-from benchmarks.harness.pg import fresh_database
 from nova_search import schema
 from nova_search.db import (
     BEST_AT_CONCURRENCY_SQL,
@@ -39,6 +37,8 @@ from nova_search.db.store import _upsert_portable
 from nova_search.db.tables import METRIC_COLUMNS
 from nova_search.errors import StorageError
 from nova_search.measure.metrics import METRIC_NAMES, LevelResult
+from nova_search.testing.pg import SHARED as PG_URL
+from nova_search.testing.pg import fresh_database
 from tests.support import REPO, builders
 from tests.support.net import TcpProxy
 

@@ -16,14 +16,14 @@ from pathlib import Path
 import optuna
 import pytest
 
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines, worker
 from nova_search import schema
-from nova_search.report.dashboard import study_note_markdown
+from nova_search.report.dashboard.notes import study_note_markdown
 from nova_search.results.deploy import DEPLOY_SCHEMA_VERSION
 from nova_search.results.load import load_results
 from nova_search.search import lifecycle as nova_study
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import fake_spec
+from nova_search.testing.workers import fake_engines, worker
 from tests.support import REPO
 from tests.support.cli import nova_ok as ok
 from tests.support.deploy import (

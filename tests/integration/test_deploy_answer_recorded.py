@@ -11,9 +11,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from nova_search.report.dashboard import study_note_markdown
+from nova_search.report.dashboard.notes import study_note_markdown
 from nova_search.report.data import build_report_data
-from nova_search.report.html import render_html
+from nova_search.report.html.render import render_html
 from nova_search.results.deploy import DEPLOY_SCHEMA_VERSION, deploy_answer
 from nova_search.results.load import load_results
 from tests.support import REPO

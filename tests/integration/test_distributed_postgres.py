@@ -1,5 +1,5 @@
 """Many workers, one study, on a real PostgreSQL. The engine is the fast stand-in
-(benchmarks/harness/fake_engine.py), launched by nova-search exactly as it launches vLLM."""
+(nova_search/testing/fake_engine.py), launched by nova-search exactly as it launches vLLM."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from benchmarks.fault_table import note
-from benchmarks.harness.pg import fresh_database, own_server, read_trials
-from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines, finish, wait_until, worker
 from nova_search import schema
 from nova_search.db import LevelStore, count_toward_budget
 from nova_search.search import lifecycle as nova_study
+from nova_search.testing.fault_table import note
+from nova_search.testing.pg import fresh_database, own_server, read_trials
+from nova_search.testing.specs import fake_spec
+from nova_search.testing.workers import fake_engines, finish, wait_until, worker
 from tests.support import REPO
 
 pytestmark = pytest.mark.postgres

@@ -9,9 +9,9 @@ import optuna
 import pytest
 import yaml
 
-from benchmarks.harness.specs import minimal_spec_dict, tiny_spec
-from benchmarks.harness.workers import vllm_processes
 from nova_search import schema
+from nova_search.testing.specs import minimal_spec_dict, tiny_spec
+from nova_search.testing.workers import vllm_processes
 from tests.support.cli import nova, nova_ok
 
 PRUNED, COMPLETE = optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.COMPLETE

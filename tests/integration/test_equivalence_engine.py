@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness.specs import tiny_spec
 from nova_search.analysis.equivalence import TOLERANCE, compare_outputs
 from nova_search.engine.server import Server
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.reference import REFERENCE_OUTPUT_LEN, collect_outputs, reference_prompts
 from nova_search.spec import parse_spec
+from nova_search.testing.specs import tiny_spec
 
 pytestmark = pytest.mark.engine
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import FAKE_ENGINE_ENV, minimal_spec_dict
-from benchmarks.harness.workers import fake_engines
 from nova_search.errors import ExitCode
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import FAKE_ENGINE_ENV, minimal_spec_dict
+from nova_search.testing.workers import fake_engines
 from tests.support import REPO
 from tests.support.cli import nova
 

@@ -21,15 +21,15 @@ from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from benchmarks.fault_table import note
-from benchmarks.harness.faults import Storm, finished, outcome
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import fake_spec, fake_spec_dict
-from benchmarks.harness.workers import fake_engine_pids, fake_engines, finish, wait_until, worker
 from nova_search import schema
 from nova_search.db.budget import count_refused, count_toward_budget
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
+from nova_search.testing.fault_table import note
+from nova_search.testing.faults import Storm, finished, outcome
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import fake_spec, fake_spec_dict
+from nova_search.testing.workers import fake_engine_pids, fake_engines, finish, wait_until, worker
 from tests.support import REPO
 from tests.support.cli import nova
 from tests.support.dashboard import serve_dashboard, study_detail

@@ -14,14 +14,14 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from benchmarks.harness.fake_engine import EngineLife, engine_records
-from benchmarks.harness.pg import fresh_database, read_trials
-from benchmarks.harness.specs import fake_spec_dict
-from benchmarks.harness.workers import alive, children, fake_engines, node, wait_until, worker
 from nova_search import schema
 from nova_search.db import count_toward_budget
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
+from nova_search.testing.fake_engine import EngineLife, engine_records
+from nova_search.testing.pg import fresh_database, read_trials
+from nova_search.testing.specs import fake_spec_dict
+from nova_search.testing.workers import alive, children, fake_engines, node, wait_until, worker
 from tests.support.cli import nova
 
 pytestmark = pytest.mark.postgres

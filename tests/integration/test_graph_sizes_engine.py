@@ -11,9 +11,9 @@ import subprocess
 import optuna
 import pytest
 
-from benchmarks.harness.specs import minimal_spec_dict
 from nova_search.engine.command import build_launch
 from nova_search.spec import parse_spec
+from nova_search.testing.specs import minimal_spec_dict
 from nova_search.trial.run import choose_config
 
 pytestmark = pytest.mark.engine

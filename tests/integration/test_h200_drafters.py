@@ -16,13 +16,15 @@ from typing import Any
 import optuna
 import pytest
 
-from benchmarks.gpu import make_drafters
 from nova_search.engine.command import config_args
 from nova_search.engine.probe import parse_metrics
 from nova_search.search.configs import sample, tuned_config
 from nova_search.search.rules import Facts, incompatibilities
 from nova_search.spec import load_spec
 from tests.support import REPO
+from tests.support.scripts import benchmark_script
+
+make_drafters = benchmark_script("gpu/make_drafters.py")
 
 SCRIPT = REPO / "benchmarks" / "gpu" / "make_drafters.py"
 TARGET_CONFIG = REPO / "benchmarks" / "gpu" / "qwen3-8b-config.json"

@@ -16,12 +16,12 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import tiny_spec
-from benchmarks.harness.workers import vllm_processes
 from nova_search import schema
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import tiny_spec
+from nova_search.testing.workers import vllm_processes
 from tests.support import REPO
 
 pytestmark = [pytest.mark.engine, pytest.mark.postgres]

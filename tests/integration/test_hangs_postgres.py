@@ -15,14 +15,14 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from benchmarks.fault_table import note
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import fake_spec, fake_spec_dict
-from benchmarks.harness.workers import fake_engine_pids, fake_engines, finish, wait_until, worker
 from nova_search import schema
 from nova_search.models.tiny import build_tokenizer
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
+from nova_search.testing.fault_table import note
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import fake_spec, fake_spec_dict
+from nova_search.testing.workers import fake_engine_pids, fake_engines, finish, wait_until, worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
 

@@ -16,13 +16,13 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from benchmarks.fault_table import note
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines
 from nova_search import schema
 from nova_search.db import count_toward_budget
 from nova_search.search import lifecycle as nova_study
+from nova_search.testing.fault_table import note
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import fake_spec
+from nova_search.testing.workers import fake_engines
 from tests.support import REPO
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all

@@ -32,8 +32,8 @@ import psycopg
 import pytest
 import yaml
 
-from benchmarks.fault_table import note
-from benchmarks.harness.pg import fresh_database
+from nova_search.testing.fault_table import note
+from nova_search.testing.pg import fresh_database
 from tests.support import REPO
 
 pytestmark = [

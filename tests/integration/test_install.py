@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.harness.specs import tiny_spec
+from nova_search.testing.specs import tiny_spec
 from tests.support import REPO
 
 

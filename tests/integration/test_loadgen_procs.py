@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness.workers import children
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import ClientPlan, measure_level, run_level
 from nova_search.loadgen.prompts import Message, Prompt, SyntheticSource
 from nova_search.loadgen.runner import LevelPlan, PromptStream, poisson_gaps, shares
 from nova_search.measure.metrics import summarize
 from nova_search.spec import PoissonArrival, WorkloadSpec
+from nova_search.testing.workers import children
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -151,7 +151,7 @@ def test_a_cpu_bound_client_is_flagged(engine_free_core: int) -> None:
     on its core can prevent: each attempt must be flagged exactly when its busiest process passed the
     share, and one attempt of five must have been CPU-bound."""
     proc = subprocess.Popen(
-        ["taskset", "-c", "0", sys.executable, "-m", "benchmarks.harness.standin", "--port", "0"],
+        ["taskset", "-c", "0", sys.executable, "-m", "nova_search.testing.standin", "--port", "0"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,

@@ -1,6 +1,6 @@
 """nova's streaming client and closed-loop runner against the stand-in server, over real HTTP.
 
-The stand-in (benchmarks/harness/standin.py) runs in this process, so its arrival times share the
+The stand-in (nova_search/testing/standin/) runs in this process, so its arrival times share the
 ``perf_counter`` clock with nova's records.
 """
 
@@ -18,7 +18,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.harness.standin import StandinServer
 from nova_search.engine.probe import parse_metrics, read_version
 from nova_search.loadgen.client import Target, send
 from nova_search.loadgen.http import Pool
@@ -27,6 +26,7 @@ from nova_search.loadgen.prompts import Prompt
 from nova_search.loadgen.runner import LevelPlan
 from nova_search.measure.metrics import summarize
 from nova_search.measure.records import RequestRecord
+from nova_search.testing.standin import StandinServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -290,7 +290,7 @@ def test_standin_surface(standin) -> None:
 
 def test_standin_runs_as_a_module() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.harness.standin", "--port", "0", "--tokens-per-chunk", "2"],
+        [sys.executable, "-m", "nova_search.testing.standin", "--port", "0", "--tokens-per-chunk", "2"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,

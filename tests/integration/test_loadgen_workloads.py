@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from benchmarks.harness.standin import StandinServer
 from nova_search.loadgen.client import Target, send
 from nova_search.loadgen.http import Pool
 from nova_search.loadgen.procs import run_level
@@ -28,6 +27,7 @@ from nova_search.loadgen.runner import LevelPlan, poisson_gaps, take
 from nova_search.measure.metrics import summarize
 from nova_search.measure.records import RequestRecord
 from nova_search.spec import ClosedArrival, ModelSpec, PoissonArrival, WorkloadSpec
+from nova_search.testing.standin import StandinServer
 
 
 def W(**fields: Any) -> WorkloadSpec:
@@ -291,8 +291,8 @@ def test_a_trial_that_uses_up_its_jsonl_records_says_so(tiny_model: Path, tmp_pa
     import optuna
     import yaml
 
-    from benchmarks.harness.specs import minimal_spec_dict
     from nova_search import schema
+    from nova_search.testing.specs import minimal_spec_dict
     from tests.support.cli import nova_ok
 
     path = tmp_path / "three.jsonl"

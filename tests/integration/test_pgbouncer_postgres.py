@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.fleet_pg import pgbouncer_binary
+from nova_search.testing.pg_server import pgbouncer_binary
 from tests.support.fleet import run_small_fleet
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # a server and a PgBouncer of its own: --all

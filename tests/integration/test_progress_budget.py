@@ -10,8 +10,8 @@ import json
 import optuna
 import yaml
 
-from benchmarks.harness.specs import minimal_spec_dict
 from nova_search import schema
+from nova_search.testing.specs import minimal_spec_dict
 from tests.support.cli import nova, nova_ok
 
 REFUSAL = (

@@ -16,14 +16,14 @@ import pytest
 from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 
-from benchmarks.fault_table import note
-from benchmarks.harness.pg import fresh_database, read_trials
-from benchmarks.harness.specs import fake_spec
-from benchmarks.harness.workers import fake_engines, finish, wait_until, worker
 from nova_search import schema
 from nova_search.db import count_toward_budget, open_storage
 from nova_search.db.heartbeat import fail_orphans
 from nova_search.search import lifecycle as nova_study
+from nova_search.testing.fault_table import note
+from nova_search.testing.pg import fresh_database, read_trials
+from nova_search.testing.specs import fake_spec
+from nova_search.testing.workers import fake_engines, finish, wait_until, worker
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]  # fault injection at full size: --all
 

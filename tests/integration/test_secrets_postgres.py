@@ -32,11 +32,11 @@ from optuna.trial import TrialState
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from benchmarks.fault_table import note
-from benchmarks.harness.pg import fresh_database
-from benchmarks.harness.specs import fake_spec_dict
-from benchmarks.harness.workers import fake_engine_pids, wait_until
 from nova_search import schema
+from nova_search.testing.fault_table import note
+from nova_search.testing.pg import fresh_database
+from nova_search.testing.specs import fake_spec_dict
+from nova_search.testing.workers import fake_engine_pids, wait_until
 from tests.support import REPO
 from tests.support.cli import nova
 
@@ -240,7 +240,7 @@ HOSTILE_VERSION = (
 )
 #: the stand-in engine, reporting $FAKE_VERSION on /version (one line: a command word has no newline)
 VERSION_ENGINE = (
-    "import dataclasses, os, sys; from benchmarks.harness import fake_engine as f; s = f.serve; "
+    "import dataclasses, os, sys; from nova_search.testing import fake_engine as f; s = f.serve; "
     "f.serve = lambda o, *a: s(dataclasses.replace(o, version=os.environ['FAKE_VERSION']), *a); "
     "f.main(sys.argv[1:])"
 )

@@ -16,8 +16,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from benchmarks.harness.workers import vllm_processes
 from nova_search import schema
+from nova_search.testing.workers import vllm_processes
 from tests.support import REPO
 
 pytestmark = pytest.mark.engine

@@ -9,13 +9,13 @@ import json
 import optuna
 import yaml
 
-from benchmarks.harness.specs import minimal_spec_dict
 from nova_search import schema
 from nova_search.db import open_storage
 from nova_search.results.load import load_results
 from nova_search.results.select import tuned_baseline
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import load_spec
+from nova_search.testing.specs import minimal_spec_dict
 from tests.support.cli import nova
 
 

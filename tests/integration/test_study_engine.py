@@ -19,12 +19,12 @@ import sys
 import optuna
 import pytest
 
-from benchmarks.harness.specs import tiny_spec
-from benchmarks.harness.workers import vllm_processes
 from nova_search import schema
 from nova_search.db.budget import count_refused, count_toward_budget
 from nova_search.search import lifecycle as nova_study
 from nova_search.spec import parse_spec
+from nova_search.testing.specs import tiny_spec
+from nova_search.testing.workers import vllm_processes
 from tests.support import REPO
 
 pytestmark = pytest.mark.engine
@@ -198,8 +198,8 @@ def _check_dashboard_notes_and_artifacts(url, artifacts, trials):
 
 @pytest.mark.postgres
 def test_two_workers_share_a_postgres_study_on_real_engine(engine_python, tiny_model, tmp_path):
-    from benchmarks.harness.pg import fresh_database
     from nova_search.db import LevelStore
+    from nova_search.testing.pg import fresh_database
 
     before = vllm_processes()
     raw = tiny_spec(tiny_model, budget={"n_trials": 2})  # a trial each

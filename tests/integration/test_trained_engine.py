@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness.pair import greedy, pair_spec
 from nova_search.analysis.equivalence import compare_outputs
-from nova_search.engine.config import SpeculativeConfig
+from nova_search.knobs import SpeculativeConfig
 from nova_search.loadgen.reference import reference_prompts
+from nova_search.testing.pair import greedy, pair_spec
 
 pytestmark = pytest.mark.engine
 

@@ -5,10 +5,13 @@ cli        one runner of the real ``nova-search`` command line (a subprocess)
 dashboard  a running ``nova-search dashboard``
 net        a TCP link that can be cut
 trained    what the committed trained-pair studies' tests share
-fleet      the fleet simulation at a small N and what every run of it must hold
+fleet      the fleet simulation (benchmarks/fleet_scale.py, run as a script) at a small N and what every
+           run of it must hold
+scripts    the benchmark scripts some tests check, run by path (``benchmark_script``)
 
 What the benchmarks share with the tests (stand-in servers and engines, the real CPU engine, PostgreSQL,
-spec dicts, worker processes, the cross-check against vLLM's benchmark) is in ``benchmarks.harness``.
+spec dicts, worker processes, the cross-check against vLLM's benchmark, the fault table) is in
+``nova_search.testing``; the tests import no module of ``benchmarks``.
 """
 
 from pathlib import Path

@@ -13,7 +13,7 @@ from typing import Any
 
 from optuna.distributions import CategoricalDistribution, IntDistribution, distribution_to_json
 
-from nova_search.engine.config import EngineConfig
+from nova_search.knobs import EngineConfig
 from nova_search.measure.metrics import LevelResult
 from nova_search.measure.objectives import Objective, objective_value
 from nova_search.results.select import pareto_front

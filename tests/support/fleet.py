@@ -1,11 +1,16 @@
-"""What the fleet simulation's tests (benchmarks/fleet_scale.py at a small N) check of every run."""
+"""What the fleet simulation's tests (benchmarks/fleet_scale.py at a small N) check of every run. The
+benchmark runs as a script, from the repository root (the tests import no module of ``benchmarks``);
+its result is the JSON line it prints."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
-from benchmarks.fault_table import note
-from benchmarks.fleet_scale import fleet, parser
+from nova_search.testing.fault_table import note
+from tests.support import REPO
 
 #: 8 workers in 4 processes, 16 trials of 2 s, one process (2 workers) SIGKILLed at 20 % of the budget
 SMALL_FLEET = [
@@ -14,11 +19,24 @@ SMALL_FLEET = [
 ]  # fmt: skip
 
 
+def fleet(*flags: str) -> dict[str, Any]:
+    """One run of ``python -m benchmarks.fleet_scale FLAGS`` from the repository root: its result."""
+    run = subprocess.run(
+        [sys.executable, "-m", "benchmarks.fleet_scale", *flags],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def run_small_fleet(*extra: str) -> dict[str, Any]:
     """``SMALL_FLEET`` with ``extra`` flags; asserts what every run must hold: it finished with no
     process hung, the killed process's 2 workers were killed, the budget of 16 is met exactly, all 16
     COMPLETE (none lost), no configuration measured twice, the 6 others exited cleanly."""
-    result = fleet(parser().parse_args([*SMALL_FLEET, *extra]))
+    result = fleet(*SMALL_FLEET, *extra)
     note(
         "fleet",
         "8 workers, budget 16, 2 killed mid-trial" + (f" ({' '.join(extra)})" if extra else ""),

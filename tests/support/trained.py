@@ -1,6 +1,6 @@
 """What the tests of the committed trained-pair studies share: the figures a study's write-up quotes,
 formatted as quoted, from its summary.
-(The pair served on the real engine is benchmarks/harness/pair.py.)"""
+(The pair served on the real engine is nova_search/testing/pair.py.)"""
 
 from __future__ import annotations
 

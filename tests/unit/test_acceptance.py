@@ -19,12 +19,13 @@ from nova_search.analysis.breakeven import (
     k_schedule,
     next_length,
 )
-from nova_search.analysis.verdict import Profile, build_verdict
+from nova_search.analysis.gains import Profile
+from nova_search.analysis.verdict import build_verdict
 from nova_search.engine.command import config_args
-from nova_search.engine.config import EngineConfig, SpeculativeConfig
 from nova_search.errors import SpecError
+from nova_search.knobs import EngineConfig, SpeculativeConfig
 from nova_search.report.breakeven_map import breakeven_figure, breakeven_markdown
-from nova_search.results.export import Launch, deployable, without_synthetic
+from nova_search.results.launch import Launch, deployable, without_synthetic
 from nova_search.search.configs import sample
 from nova_search.spec import StudySpec, parse_spec
 

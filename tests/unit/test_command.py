@@ -19,8 +19,8 @@ from nova_search.engine.command import (
     new_api_key,
     served_name,
 )
-from nova_search.engine.config import EngineConfig, SpeculativeConfig
 from nova_search.errors import EngineError
+from nova_search.knobs import EngineConfig, SpeculativeConfig
 from nova_search.spec import EngineSpec, ModelSpec
 
 MODEL = ModelSpec(path="/models/tiny", served_name="tiny")

@@ -10,14 +10,14 @@ from pathlib import Path
 import optuna
 import pytest
 
-from benchmarks.harness.specs import fake_spec_dict
 from nova_search import schema
-from nova_search.engine.config import EngineConfig
 from nova_search.errors import SpecError, TrialFailure
+from nova_search.knobs import EngineConfig
 from nova_search.measure.objectives import Objective
 from nova_search.measure.records import Paired
 from nova_search.search.rules import Facts
 from nova_search.spec import parse_spec
+from nova_search.testing.specs import fake_spec_dict
 from nova_search.trial.confirm import dominated_by, head_to_head, leader_first, pair_schedule, settled
 from nova_search.trial.context import TrialContext
 from nova_search.trial.residency import adopt_leader, make_room, offer

@@ -10,12 +10,14 @@ import tarfile
 
 import pytest
 
-from benchmarks.gpu import confirm_summary
 from nova_search.measure.objectives import Objective
 from nova_search.results.cost import gpu_time
 from nova_search.results.load import load_results
 from nova_search.trial.confirm import head_to_head
 from tests.support import REPO
+from tests.support.scripts import benchmark_script
+
+confirm_summary = benchmark_script("gpu/confirm_summary.py")
 
 pytestmark = pytest.mark.recorded
 

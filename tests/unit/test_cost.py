@@ -6,13 +6,14 @@ import pytest
 from markupsafe import escape
 from rich.console import Console
 
-from nova_search.report.dashboard import study_note_markdown
+from nova_search.report.dashboard.notes import study_note_markdown
 from nova_search.report.data import build_report_data
-from nova_search.report.html import render_html
+from nova_search.report.html.render import render_html
 from nova_search.report.progress import pareto_table
-from nova_search.report.status import status_lines, study_status
+from nova_search.report.status import status_lines
 from nova_search.results.cost import gpu_time, trial_gpu_time
 from nova_search.results.serialize import study_dict
+from nova_search.results.standing import study_status
 from tests.support.builders import level, study, trial
 
 

@@ -14,20 +14,17 @@ from optuna_dashboard import get_note
 
 from nova_search import schema
 from nova_search.artifacts import append_jsonl, request_rows, upload_files
-from nova_search.engine.config import EngineConfig
+from nova_search.knobs import EngineConfig
 from nova_search.measure.records import RequestRecord
-from nova_search.report.dashboard import (
+from nova_search.report.dashboard.graphs import (
     GRAPH_ACCEPTANCE,
     GRAPH_LATENCY,
     GRAPH_THROUGHPUT,
     GRAPH_USER_GPU,
-    after_trial,
     dashboard_figures,
-    refresh_dashboard,
-    study_note_markdown,
-    trial_note_markdown,
-    write_trial_note,
 )
+from nova_search.report.dashboard.notes import study_note_markdown, trial_note_markdown
+from nova_search.report.dashboard.publish import after_trial, refresh_dashboard, write_trial_note
 from nova_search.report.data import trial_curves
 from nova_search.results.decode import study_results
 from nova_search.results.select import ranked_plain
@@ -272,7 +269,7 @@ def test_one_worker_writes_the_notes_the_others_leave_their_trials_to_it(tmp_pat
     nothing and leaves its trial to the writer's next pass; the end of the stage writes what is left."""
     import threading
 
-    import nova_search.report.dashboard as dashboard
+    import nova_search.report.dashboard.publish as dashboard
     from nova_search.db import StorageLock
 
     s, (done, failed) = _study_with_trials(f"sqlite:///{tmp_path / 'notes.db'}")
@@ -301,7 +298,7 @@ def test_one_worker_writes_the_notes_the_others_leave_their_trials_to_it(tmp_pat
 
 
 def test_the_writers_raise_and_after_trial_warns_once(caplog, monkeypatch):
-    import nova_search.report.dashboard as dashboard
+    import nova_search.report.dashboard.publish as dashboard
 
     s, (done, _failed) = _study_with_trials()
     results = study_results(s, "memory")

@@ -7,11 +7,12 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from nova_search.engine.config import EngineConfig
-from nova_search.report.dashboard import show_named_constraints, trial_note_markdown
+from nova_search.knobs import EngineConfig
+from nova_search.report.dashboard.notes import trial_note_markdown
+from nova_search.report.dashboard.serve import show_named_constraints
 from nova_search.report.data import user_gpu_points
 from nova_search.report.figures import user_gpu_figure
-from nova_search.worker.loop import trial_end
+from nova_search.worker.tell import trial_end
 from tests.support.builders import level as lv
 from tests.support.builders import report_study as study
 from tests.support.builders import report_trial as mk
@@ -72,7 +73,7 @@ def test_user_gpu_points_and_front():
 def test_a_contour_without_a_grid_is_dropped_and_the_markers_stay(monkeypatch):
     """Optuna's plot_contour on the stock trial (no parameters) and one other: a contour trace with
     z None, which plotly.js throws on (the blank Analytics page); keep_analytics_drawable drops it."""
-    from nova_search.report.dashboard import keep_analytics_drawable
+    from nova_search.report.dashboard.serve import keep_analytics_drawable
 
     cat = optuna.distributions.CategoricalDistribution((True, False))
     study = optuna.create_study(directions=["maximize", "minimize"])
@@ -102,7 +103,7 @@ def test_the_browser_contour_is_hidden_until_its_grid_holds_two_values():
 
     import optuna_dashboard
 
-    from nova_search.report.dashboard import drawable_bundle
+    from nova_search.report.dashboard.serve import drawable_bundle
 
     trace = b'const r=[{type:"contour",x:c,y:u,z:f,colorscale:"Blues",connectgaps:!0,hoverinfo:"none"}]'
     assert drawable_bundle(trace) == (

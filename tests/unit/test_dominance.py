@@ -6,9 +6,9 @@ import optuna
 
 from nova_search import schema
 from nova_search.analysis.dominance import Finished, broken_constraint, dominates, early_stop
-from nova_search.engine.config import EngineConfig
+from nova_search.knobs import EngineConfig
 from nova_search.measure.objectives import Objective, parse_condition
-from nova_search.trial.run import _finished
+from nova_search.trial.sweep import finished_of_kind
 from tests.support.builders import level
 
 TPUT = Objective("output_throughput", "maximize", "best")
@@ -92,5 +92,5 @@ def test_a_trial_is_judged_only_against_finished_feasible_trials_of_its_kind() -
         study.tell(t, [100.0 * (number + 1)])
     current = study.ask()
     # a drafter's lead never stops a non-speculative trial: the tuned baseline is always measured whole
-    assert [f.number for f in _finished(current, speculative=False)] == [0]
-    assert [f.number for f in _finished(current, speculative=True)] == [1]
+    assert [f.number for f in finished_of_kind(current, speculative=False)] == [0]
+    assert [f.number for f in finished_of_kind(current, speculative=True)] == [1]

@@ -16,19 +16,18 @@ import pytest
 import yaml
 
 from nova_search.analysis.verdict import PolicyRange, Verdict
-from nova_search.engine.config import EngineConfig
 from nova_search.errors import NovaError, SpecError
-from nova_search.results.export import (
-    IMAGES,
+from nova_search.knobs import EngineConfig
+from nova_search.results.export import export_launch
+from nova_search.results.launch import (
     Launch,
     deployable,
     device_of,
-    export_launch,
     launch_of_policy,
     launch_of_trial,
-    render,
     split_launch,
 )
+from nova_search.results.manifests import IMAGES, render
 from nova_search.results.trials import TrialResult
 from nova_search.schema import WorkerTag
 from tests.support.builders import launch_argv, level, study, trial

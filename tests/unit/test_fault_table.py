@@ -1,4 +1,4 @@
-"""The fault-injection table (benchmarks/fault_table.py): rows appended only when asked, summed by
+"""The fault-injection table (nova_search/testing/fault_table.py): rows appended only when asked, summed by
 family in the findings' order, a figure no scenario measured shown as "-"."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks.fault_table import main, note, table
+from nova_search.testing.fault_table import main, note, table
 
 
 def test_rows_are_written_only_when_the_variable_names_a_file(tmp_path, monkeypatch):

@@ -9,12 +9,12 @@ from typing import Any
 import optuna
 import pytest
 
-from benchmarks.harness.specs import minimal_spec_dict
 from nova_search.engine.command import config_args
-from nova_search.engine.config import EngineConfig, SpeculativeConfig
 from nova_search.errors import SpecError
+from nova_search.knobs import EngineConfig, SpeculativeConfig
 from nova_search.search.configs import stock_config, sweep_graph_size, with_graph_sizes
 from nova_search.spec import StudySpec, parse_spec
+from nova_search.testing.specs import minimal_spec_dict
 from nova_search.trial.run import choose_config
 
 

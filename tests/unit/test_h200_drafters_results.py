@@ -9,10 +9,12 @@ import json
 
 import pytest
 
-from benchmarks.gpu import trained_summary
 from nova_search.api import load_results, verdict_of
 from tests.support import REPO
+from tests.support.scripts import benchmark_script
 from tests.support.trained import quoted_figures
+
+trained_summary = benchmark_script("gpu/trained_summary.py")
 
 pytestmark = pytest.mark.recorded
 

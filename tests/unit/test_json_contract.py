@@ -26,13 +26,13 @@ from nova_search.errors import (
     StorageError,
     StudyError,
 )
-from nova_search.report.status import study_status
 from nova_search.results import schemas
 from nova_search.results.deploy import deploy_answer
-from nova_search.results.schemas import OUTPUTS, BenchOutput, load, stale, status_output
+from nova_search.results.schemas import OUTPUTS, BenchOutput, load, stale
 from nova_search.results.select import best_trials
 from nova_search.results.serialize import best_output, dumps_json, policy_dict, study_dict
 from nova_search.results.speculation import verdict_of
+from nova_search.results.standing import status_output, study_status
 from nova_search.worker.node import INTERRUPTED
 from tests.support import REPO
 from tests.support.builders import full_report_study, level

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from nova_search.engine.config import EngineConfig
 from nova_search.engine.memory import GIB, ModelShape, estimate
+from nova_search.knobs import EngineConfig
 from nova_search.search.rules import Facts, incompatibilities
 from tests.support import REPO
 

@@ -10,18 +10,18 @@ from typing import Any
 import optuna
 import pytest
 
-from benchmarks.harness.specs import fake_spec_dict
 from nova_search import schema
 from nova_search.engine.command import build_launch
-from nova_search.engine.config import EngineConfig
 from nova_search.engine.memory import ModelShape
 from nova_search.errors import SpecError
+from nova_search.knobs import EngineConfig
 from nova_search.search.configs import sample
 from nova_search.search.host import host_facts
+from nova_search.search.placement import NoSlot, place, queued_gpus, sampled_tp, server_gpus, tp_values
 from nova_search.search.rules import Facts, incompatibilities
 from nova_search.search.sampler import FittingSampler, make_sampler
 from nova_search.spec import StudySpec, parse_spec
-from nova_search.worker.placement import NoSlot, place, queued_gpus, sampled_tp, server_gpus, tp_values
+from nova_search.testing.specs import fake_spec_dict
 from tests.support import REPO
 
 QWEN3_8B = json.loads((REPO / "benchmarks" / "gpu" / "qwen3-8b-config.json").read_text())

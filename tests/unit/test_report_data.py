@@ -18,7 +18,7 @@ from nova_search.report.data import (
     saturation_table,
     throughput_table,
 )
-from nova_search.report.html import render_html, write_report
+from nova_search.report.html.render import render_html, write_report
 from nova_search.results.select import stock_trial, tuned_baseline
 from nova_search.results.speculation import verdict_of
 from tests.support.builders import full_report_study

@@ -13,9 +13,9 @@ import pytest
 from optuna.distributions import IntDistribution
 
 from nova_search import schema
-from nova_search.engine.config import EngineConfig, SpeculativeConfig
+from nova_search.knobs import EngineConfig, SpeculativeConfig
 from nova_search.measure.objectives import Objective
-from nova_search.report.status import status_lines, study_status
+from nova_search.report.status import status_lines
 from nova_search.results.decode import trial_result
 from nova_search.results.select import (
     best_trials,
@@ -34,6 +34,7 @@ from nova_search.results.serialize import (
     to_csv,
     trial_dict,
 )
+from nova_search.results.standing import study_status
 from tests.support.builders import OBJECTIVES, T0, level, study, trial
 
 NGRAM = SpeculativeConfig("ngram", 3, prompt_lookup_min=2, prompt_lookup_max=4)

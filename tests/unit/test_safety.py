@@ -6,7 +6,6 @@ import sys
 
 import pytest
 
-from benchmarks.harness.specs import FAKE_ENGINE, minimal_spec_dict
 from nova_search import redact
 from nova_search.db import mask
 from nova_search.engine.command import (
@@ -16,10 +15,11 @@ from nova_search.engine.command import (
     new_api_key,
     unresolved_references,
 )
-from nova_search.engine.config import EngineConfig
 from nova_search.engine.server import Server, free_port, tail
 from nova_search.errors import EngineError, SpecError, TrialFailure
+from nova_search.knobs import EngineConfig
 from nova_search.spec import EngineSpec, ModelSpec, check_study_name, parse_spec, redacted_spec
+from nova_search.testing.specs import FAKE_ENGINE, minimal_spec_dict
 
 WORKER_ENV = {
     "PATH": "/usr/bin",

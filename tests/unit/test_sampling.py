@@ -11,11 +11,11 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
 
-from benchmarks.harness.specs import minimal_spec_dict
 from nova_search.errors import SpecError
 from nova_search.search.configs import sample
 from nova_search.search.sampler import NovaSampler, PerTrialSeed, make_sampler, repeats
 from nova_search.spec import parse_spec
+from nova_search.testing.specs import minimal_spec_dict
 
 
 def _spec(sampler: str = "tpe", seed: int = 0):
@@ -169,7 +169,9 @@ def test_the_committed_replay_meets_the_goal_and_its_first_seeds_replay_the_same
     """benchmarks/results/sampler-replay-cpu: nova's TPE needs at most half of random search's trials
     to reach a configuration within 5 % of the best, on the measured table; replaying the first seeds
     from the committed table gives the committed counts (the samplers are seeded)."""
-    from benchmarks import sampler_replay as replay
+    from tests.support.scripts import benchmark_script
+
+    replay = benchmark_script("sampler_replay.py")
 
     summary = json.loads((replay.RESULTS / "summary.json").read_text())
     assert summary["seeds"] >= 20 and summary["table"]["passes"] >= 2

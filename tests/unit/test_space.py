@@ -9,7 +9,7 @@ from typing import Any
 import optuna
 import pytest
 
-from nova_search.engine.config import EngineConfig, SpeculativeConfig
+from nova_search.knobs import EngineConfig, SpeculativeConfig
 from nova_search.search.configs import sample, stock_config
 from nova_search.search.host import host_facts
 from nova_search.search.rules import RULES, Facts, incompatibilities

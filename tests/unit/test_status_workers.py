@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from nova_search.report.status import status_lines, study_status
+from nova_search.report.status import status_lines
+from nova_search.results.standing import study_status
 from nova_search.schema import WorkerTag
 from tests.support.builders import T0, study, trial
 

@@ -9,9 +9,11 @@ import json
 
 import pytest
 
-from benchmarks import trained_cpu_summary
 from nova_search.api import load_results, verdict_of
 from tests.support import REPO
+from tests.support.scripts import benchmark_script
+
+trained_cpu_summary = benchmark_script("trained_cpu_summary.py")
 
 pytestmark = pytest.mark.recorded
 

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from nova_search.analysis.verdict import Profile, build_verdict
-from nova_search.engine.config import EngineConfig
+from nova_search.analysis.gains import Profile
+from nova_search.analysis.verdict import build_verdict
+from nova_search.knobs import EngineConfig
 from nova_search.report.policy import drafter_rows, policy_rows
 
 LEVELS = (1, 4, 16, 64)

@@ -15,18 +15,18 @@ from optuna.trial import TrialState
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, OperationalError, PendingRollbackError
 
-from benchmarks.harness.specs import fake_spec_dict
 from nova_search import schema
 from nova_search.db import count_toward_budget, open_storage, retrying
 from nova_search.db.failures import is_transient, storage_error
 from nova_search.db.heartbeat import requeue_orphan
-from nova_search.engine.config import EngineConfig
 from nova_search.errors import StorageError, TrialFailure
+from nova_search.knobs import EngineConfig
 from nova_search.search import lifecycle as nova_study
+from nova_search.search.placement import NoSlot, server_gpus
 from nova_search.spec import parse_spec
+from nova_search.testing.specs import fake_spec_dict
 from nova_search.trial.run import choose_config
 from nova_search.worker import loop as worker
-from nova_search.worker.placement import NoSlot, server_gpus
 
 
 @pytest.fixture

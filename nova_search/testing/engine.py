@@ -15,8 +15,8 @@ def pinned_tiny_vllm(engine_python: str, model: Path, log: Path) -> Iterator[Ser
     """A vLLM server for the tiny model on core 0 (its OpenMP threads too), started with nova's own
     launcher: loopback, fresh API key, own process group, stopped on exit. Clients belong on core 1."""
     from nova_search.engine.command import build_launch
-    from nova_search.engine.config import EngineConfig
     from nova_search.engine.server import free_port
+    from nova_search.knobs import EngineConfig
     from nova_search.spec import EngineSpec, ModelSpec
 
     engine = EngineSpec(

@@ -45,7 +45,7 @@ def fresh_database(server_url: str = SHARED) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -59,7 +59,7 @@ class OwnServer:
 
     def _ctl(self, *args: str) -> None:
         subprocess.run(
-            _as_postgres(["pg_ctl", "-D", self.data_dir, "-w", "-t", "60", *args]),
+            as_postgres(["pg_ctl", "-D", self.data_dir, "-w", "-t", "60", *args]),
             check=True,
             capture_output=True,
         )
@@ -77,7 +77,7 @@ class OwnServer:
         return f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1"
 
 
-def _as_postgres(argv: list[str]) -> list[str]:
+def as_postgres(argv: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
 
 
@@ -88,11 +88,11 @@ def own_server() -> Iterator[OwnServer]:
     if os.geteuid() == 0:
         shutil.chown(data_dir, "postgres", "postgres")
     subprocess.run(
-        _as_postgres(["initdb", "-D", data_dir, "-A", "trust", "-U", "postgres"]),
+        as_postgres(["initdb", "-D", data_dir, "-A", "trust", "-U", "postgres"]),
         check=True,
         capture_output=True,
     )
-    port = _free_port()
+    port = free_port()
     server = OwnServer(f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", data_dir, port)
     server.start()
     try:

@@ -13,9 +13,9 @@ import psycopg
 from optuna.trial import TrialState
 from sqlalchemy.engine import make_url
 
-from benchmarks.harness.pg import read_trials
 from nova_search import schema
 from nova_search.db import count_toward_budget
+from nova_search.testing.pg import read_trials
 
 
 def _admin(url: str) -> psycopg.Connection:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psycopg
 
-from benchmarks.harness.pg import _as_postgres, _free_port
+from nova_search.testing.pg import as_postgres, free_port
 
 
 @dataclass
@@ -97,24 +97,24 @@ def throwaway_server(max_connections: int = 100, password: str | None = None) ->
     else:
         initdb += ["-A", "trust"]
     try:
-        subprocess.run(_as_postgres(initdb), check=True, capture_output=True)
+        subprocess.run(as_postgres(initdb), check=True, capture_output=True)
     finally:
         if pwfile:
             shutil.rmtree(pwfile.parent, ignore_errors=True)
-    port = _free_port()
+    port = free_port()
     opts = (
         f"-p {port} -k {data_dir} -c listen_addresses=127.0.0.1 -c max_connections={max_connections} "
         "-c shared_buffers=128MB -c fsync=on -c log_min_messages=fatal"
     )
     ctl = ["pg_ctl", "-D", data_dir, "-w", "-t", "60"]
     subprocess.run(
-        _as_postgres([*ctl, "-l", f"{data_dir}/log", "start", "-o", opts]), check=True, capture_output=True
+        as_postgres([*ctl, "-l", f"{data_dir}/log", "start", "-o", opts]), check=True, capture_output=True
     )
     try:
         yield Server(data_dir, port, password)
     finally:
         with contextlib.suppress(subprocess.CalledProcessError):
-            subprocess.run(_as_postgres([*ctl, "-m", "immediate", "stop"]), check=True, capture_output=True)
+            subprocess.run(as_postgres([*ctl, "-m", "immediate", "stop"]), check=True, capture_output=True)
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
@@ -134,7 +134,7 @@ def pgbouncer(server: Server, pool_size: int, max_client_conn: int = 2000) -> It
     if binary is None:
         raise RuntimeError("PgBouncer is not installed: apt-get install pgbouncer")
     folder = tempfile.mkdtemp(prefix="nova-pgbouncer-")
-    port = _free_port()
+    port = free_port()
     Path(folder, "users.txt").write_text('"postgres" ""\n')
     Path(folder, "pgbouncer.ini").write_text(
         "[databases]\n"

@@ -1,5 +1,5 @@
 """A fast stand-in *engine* for coordination tests and benchmarks: launched by nova-search exactly as vLLM is
-(``engine.command: [python, -m, benchmarks.harness.fake_engine]``), it takes vLLM's argv (the model, then
+(``engine.command: [python, -m, nova_search.testing.fake_engine]``), it takes vLLM's argv (the model, then
 flags), answers on --host/--port with the API key from its --config file (as vLLM reads it), and
 serves the stand-in's OpenAI streaming API. Unknown vLLM flags are accepted and ignored.
 
@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.harness.standin import StandinOptions, serve
+from nova_search.testing.standin import StandinOptions, serve
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.harness import REPO
 from nova_search.engine.command import build_launch, new_api_key, served_name
-from nova_search.engine.config import EngineConfig, SpeculativeConfig
 from nova_search.engine.probe import parse_metrics
 from nova_search.engine.server import Server, free_port
+from nova_search.knobs import EngineConfig, SpeculativeConfig
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.prompts import Prompt
 from nova_search.loadgen.reference import collect_outputs
 from nova_search.measure.records import ReferenceOutputs
 from nova_search.spec import StudySpec, load_spec
+from nova_search.testing import REPO
 
 STUDY = REPO / "studies" / "experiments" / "trained-cpu-speculative.yaml"
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import yaml
 
-from benchmarks.harness import REPO
 from nova_search.spec import StudySpec, parse_spec
+from nova_search.testing import REPO
 
-#: the module a stand-in spec launches as its "engine" (benchmarks/harness/fake_engine.py)
-FAKE_ENGINE = "benchmarks.harness.fake_engine"
+#: the module a stand-in spec launches as its "engine" (nova_search/testing/fake_engine.py)
+FAKE_ENGINE = "nova_search.testing.fake_engine"
 #: which test process started a stand-in engine, passed on from the worker's environment like the knobs:
 #: workers.fake_engines() counts only its own process's (tests/conftest.py sets it, one per process)
 FAKE_ENGINE_TAG = "FAKE_ENGINE_TAG"

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.harness import REPO
-from benchmarks.harness.specs import FAKE_ENGINE, FAKE_ENGINE_TAG
+from nova_search.testing import REPO
+from nova_search.testing.specs import FAKE_ENGINE, FAKE_ENGINE_TAG
 
 
 def worker(url: str, tmp_path: Path, name: str = "dist", *args: str, **env: str) -> subprocess.Popen[str]:

@@ -32,9 +32,9 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from nova_search import schema
-from nova_search.db import rdb_storage
-from nova_search.engine.config import EngineConfig
+from nova_search.db import forget_trials_cache, rdb_storage, study_id, trial_id
 from nova_search.errors import SpecError
+from nova_search.knobs import EngineConfig
 from nova_search.search.configs import baseline_config, stock_config
 from nova_search.search.sampler import TP
 from nova_search.spec import IntChoices, IntRange, StudySpec
@@ -142,16 +142,16 @@ def ask_fitting(study: optuna.Study, fits: Callable[[FrozenTrial], bool]) -> opt
     the queue for one that it fits, where ``ask`` would pop the first one whatever it needs. The same
     steps as ``ask``: a worker that holds the budget lock is the only one popping."""
     storage = rdb_storage(study)
-    waiting = storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,))
+    waiting = storage.get_all_trials(study_id(study), deepcopy=False, states=(TrialState.WAITING,))
     left = [t for t in waiting if not fits(t)]
     if not left:
         return study.ask()
     log.info("queued trial(s) %s need more GPUs than this worker's slots hold", [t.number for t in left])
-    study._thread_local.cached_all_trials = None  # as ask does: the sampler must see every trial
+    forget_trials_cache(study)  # as ask does: the sampler must see every trial
     for t in waiting:
         try:
-            if fits(t) and storage.set_trial_state_values(t._trial_id, state=TrialState.RUNNING):
-                return optuna.Trial(study, t._trial_id)
+            if fits(t) and storage.set_trial_state_values(trial_id(t), state=TrialState.RUNNING):
+                return optuna.Trial(study, trial_id(t))
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # finished meanwhile (told by a worker that lost its answer): as ask skips it
-    return optuna.Trial(study, storage.create_new_trial(study._study_id))
+    return optuna.Trial(study, storage.create_new_trial(study_id(study)))

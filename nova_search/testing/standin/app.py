@@ -1,125 +1,32 @@
-"""A stand-in for a vLLM OpenAI server, for tests and the client benchmark: real HTTP/1.1 over loopback,
-no model.
-
-It serves ``POST /v1/completions`` (streamed as vLLM streams it: SSE ``data: {json}`` events, one
-chunk per decode step with ``choices``, then, when ``stream_options.include_usage`` is set, a final
-chunk with ``choices: []`` and ``usage``, then ``data: [DONE]``), ``POST /v1/chat/completions`` (the
-same, in vLLM's chat format: a first chunk ``delta: {role: assistant, content: ""}``, then one
-``delta: {content}`` chunk per decode step), ``GET /health``, ``GET /version``, ``GET /v1/models`` and
-``GET /metrics`` (Prometheus text with the vLLM gauges and counters that nova reads, moved by the
-requests it serves).
-
-Prompt tokens: a list of ids counts its length; text (a string prompt, or the chat messages'
-contents, summed, no template) counts with ``tokenizer`` (a tokenizer.json) when given, else words.
-With ``record_prompts`` every request's prompt is kept in ``stats().prompts``.
-
-The output is always exactly ``max_tokens`` tokens, ``tokens_per_chunk`` to a chunk (the last chunk
-carries the rest), after ``ttft_s`` and with ``itl_s`` between chunks. Faults on demand: a required
-API key (401), HTTP 500 for every Nth request, a connection closed mid-stream for every Nth request.
-
-In a test::
-
-    with standin_server(tokens_per_chunk=3, ttft_s=0.05, itl_s=0.01) as srv:
-        target = Target(srv.base_url, srv.model, srv.api_key)
-        ...
-        srv.stats().max_in_flight
-
-From a shell: ``python -m benchmarks.harness.standin --port 8000 --tokens-per-chunk 3``.
-"""
+"""The stand-in's protocol and state (``StandinApp``): the routes, streamed and plain completions,
+sleep mode, /metrics; it runs on whatever event loop starts it."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import copy
 import json
-import signal
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
-REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    411: "Length Required",
-    500: "Internal Server Error",
-}
+from nova_search.testing.standin.options import StandinOptions, StandinStats
+from nova_search.testing.standin.wire import (
+    BadRequest,
+    Request,
+    error_body,
+    read_request,
+    response_head,
+    sse_chunk,
+    usage_json,
+    write_body,
+    write_json,
+)
+
 #: the "vocabulary" the stand-in decodes to; every token is a non-empty word
 WORDS = tuple(f" w{i}" for i in range(50))
-
-
-@dataclass(frozen=True)
-class StandinOptions:
-    model: str = "standin"
-    #: output tokens per streamed chunk (several mimic speculative decoding); the last chunk may carry fewer
-    tokens_per_chunk: int = 1
-    #: delay from the request's arrival to the first chunk (the headers go out at once, as in vLLM)
-    ttft_s: float = 0.0
-    #: delay between chunks
-    itl_s: float = 0.0
-    #: send cumulative ``usage`` in every chunk when the request asks for ``continuous_usage_stats``
-    #: (as vLLM does); False: only the final usage chunk
-    running_usage: bool = True
-    #: when set, ``/v1/*`` needs ``Authorization: Bearer <api_key>`` (401 otherwise), as vLLM's --api-key
-    api_key: str | None = None
-    #: every Nth completion request (counted from 1) gets HTTP 500; 0: never
-    error_every: int = 0
-    #: every Nth completion request has its connection closed after ``drop_after_chunks`` chunks; 0: never
-    drop_every: int = 0
-    drop_after_chunks: int = 1
-    #: tokens drafted per decode step for the spec-decode counters; None: ``tokens_per_chunk``.
-    #: A chunk of k tokens counts as one draft with k - 1 tokens accepted.
-    num_spec_tokens: int | None = None
-    #: KV cache size in tokens; ``vllm:kv_cache_usage_perc`` is the in-flight tokens' share of it
-    kv_capacity_tokens: int = 65_536
-    version: str = "0.0.0+standin"
-    #: a tokenizer.json that counts text prompt tokens exactly; None: whitespace-separated words
-    tokenizer: str | None = None
-    #: keep every request's prompt in ``stats().prompts`` (``{"endpoint", "prompt" | "messages",
-    #: "max_tokens"}``)
-    record_prompts: bool = False
-    #: serve vLLM's sleep-mode endpoints (``POST /sleep``, ``POST /wake_up``, ``GET /is_sleeping``);
-    #: while asleep, completions get HTTP 503. ``on_sleep(event)`` is called with "sleep" / "wake"
-    sleep_mode: bool = False
-    on_sleep: Any = None
-
-    def __post_init__(self) -> None:
-        if self.tokens_per_chunk < 1:
-            raise ValueError("tokens_per_chunk must be >= 1")
-        if self.ttft_s < 0 or self.itl_s < 0:
-            raise ValueError("ttft_s and itl_s must be >= 0")
-
-
-@dataclass
-class StandinStats:
-    """What the stand-in saw. ``arrivals`` are ``time.perf_counter()`` times (the same clock as
-    nova's records when the stand-in runs in the test's process)."""
-
-    requests: int = 0  # completion and chat requests past the API-key check
-    chat_requests: int = 0  # of which chat
-    unauthorized: int = 0
-    errors: int = 0  # HTTP 500 sent
-    dropped: int = 0  # connections closed mid-stream
-    completed: int = 0  # streams (or JSON responses) sent in full
-    in_flight: int = 0
-    max_in_flight: int = 0
-    tokens_served: int = 0
-    metrics_reads: int = 0
-    arrivals: list[float] = field(default_factory=list)
-    #: when each /metrics read arrived (``time.perf_counter()``)
-    metrics_times: list[float] = field(default_factory=list)
-    #: with ``record_prompts``: what each request asked, in arrival order
-    prompts: list[dict[str, object]] = field(default_factory=list)
-    #: with ``sleep_mode``: "sleep" / "wake", in order
-    switches: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -134,21 +41,6 @@ class _Engine:
     accepted: int = 0
     accepted_per_pos: dict[int, int] = field(default_factory=dict)
     prefix_queries: int = 0
-
-
-class _BadRequest(Exception):
-    pass
-
-
-class _Request:
-    __slots__ = ("method", "path", "headers", "body")
-
-    def __init__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
-        self.method, self.path, self.headers, self.body = method, path, headers, body
-
-    @property
-    def keep_alive(self) -> bool:
-        return self.headers.get("connection", "").lower() != "close"
 
 
 class StandinApp:
@@ -207,9 +99,9 @@ class StandinApp:
         try:
             while True:
                 try:
-                    req = await _read_request(reader)
-                except _BadRequest as e:
-                    _write_json(writer, 400, {"error": str(e)}, keep_alive=False)
+                    req = await read_request(reader)
+                except BadRequest as e:
+                    write_json(writer, 400, {"error": str(e)}, keep_alive=False)
                     await writer.drain()
                     break
                 if req is None:
@@ -222,7 +114,7 @@ class StandinApp:
             self._tasks.discard(task)  # type: ignore[arg-type]
             writer.close()
 
-    async def _dispatch(self, req: _Request, writer: asyncio.StreamWriter) -> bool:
+    async def _dispatch(self, req: Request, writer: asyncio.StreamWriter) -> bool:
         """Serve one request; False when the connection must be closed."""
         path = req.path.split("?", 1)[0]
         keep = req.keep_alive
@@ -237,45 +129,45 @@ class StandinApp:
         if self.options.sleep_mode:
             routes.update({"/sleep": "POST", "/wake_up": "POST", "/is_sleeping": "GET"})
         if path not in routes:
-            _write_json(writer, 404, {"detail": "Not Found"}, keep)
+            write_json(writer, 404, {"detail": "Not Found"}, keep)
         elif req.method != routes[path]:
-            _write_json(writer, 405, {"detail": "Method Not Allowed"}, keep)
+            write_json(writer, 405, {"detail": "Method Not Allowed"}, keep)
         elif path.startswith("/v1/") and not self._authorized(req):
             with self._lock:
                 self._stats.unauthorized += 1
-            _write_json(writer, 401, {"error": "Unauthorized"}, keep)
+            write_json(writer, 401, {"error": "Unauthorized"}, keep)
         elif path.startswith("/v1/") and path != "/v1/models" and self.asleep:
-            _write_json(writer, 503, _error("the engine is asleep", "ServiceUnavailable", 503), keep)
+            write_json(writer, 503, error_body("the engine is asleep", "ServiceUnavailable", 503), keep)
         elif path in ("/sleep", "/wake_up"):
             self.asleep = path == "/sleep"
             with self._lock:
                 self._stats.switches.append("sleep" if self.asleep else "wake")
             if self.options.on_sleep is not None:
                 self.options.on_sleep("sleep" if self.asleep else "wake")
-            _write(writer, 200, b"", "application/json", keep)
+            write_body(writer, 200, b"", "application/json", keep)
         elif path == "/is_sleeping":
-            _write_json(writer, 200, {"is_sleeping": self.asleep}, keep)
+            write_json(writer, 200, {"is_sleeping": self.asleep}, keep)
         elif path == "/v1/completions":
             return await self._completions(req, writer, chat=False)
         elif path == "/v1/chat/completions":
             return await self._completions(req, writer, chat=True)
         elif path == "/health":
-            _write(writer, 200, b"", "application/json", keep)
+            write_body(writer, 200, b"", "application/json", keep)
         elif path == "/version":
-            _write_json(writer, 200, {"version": self.options.version}, keep)
+            write_json(writer, 200, {"version": self.options.version}, keep)
         elif path == "/v1/models":
             model = {"id": self.options.model, "object": "model", "owned_by": "standin"}
-            _write_json(writer, 200, {"object": "list", "data": [model]}, keep)
+            write_json(writer, 200, {"object": "list", "data": [model]}, keep)
         else:  # /metrics
             with self._lock:
                 self._stats.metrics_reads += 1
                 self._stats.metrics_times.append(time.perf_counter())
             text = self.metrics_text().encode()
-            _write(writer, 200, text, "text/plain; version=0.0.4; charset=utf-8", keep)
+            write_body(writer, 200, text, "text/plain; version=0.0.4; charset=utf-8", keep)
         await writer.drain()
         return keep
 
-    def _authorized(self, req: _Request) -> bool:
+    def _authorized(self, req: Request) -> bool:
         key = self.options.api_key
         return key is None or req.headers.get("authorization") == f"Bearer {key}"
 
@@ -307,7 +199,7 @@ class StandinApp:
             return len(prompt)
         raise ValueError("prompt must be a string or a list of token ids")
 
-    async def _completions(self, req: _Request, writer: asyncio.StreamWriter, chat: bool) -> bool:
+    async def _completions(self, req: Request, writer: asyncio.StreamWriter, chat: bool) -> bool:
         opts = self.options
         keep = req.keep_alive
         try:
@@ -318,12 +210,12 @@ class StandinApp:
             if max_tokens < 1:
                 raise ValueError("max_tokens must be at least 1")
         except (ValueError, KeyError, TypeError) as e:
-            _write_json(writer, 400, _error(f"bad request: {e}", "BadRequestError", 400), keep)
+            write_json(writer, 400, error_body(f"bad request: {e}", "BadRequestError", 400), keep)
             await writer.drain()
             return keep
         if body.get("model") not in (None, opts.model):
             msg = f"The model `{body.get('model')}` does not exist."
-            _write_json(writer, 404, _error(msg, "NotFoundError", 404), keep)
+            write_json(writer, 404, error_body(msg, "NotFoundError", 404), keep)
             await writer.drain()
             return keep
 
@@ -341,7 +233,7 @@ class StandinApp:
             with self._lock:
                 self._stats.errors += 1
             msg = f"stand-in: injected error (request {number})"
-            _write_json(writer, 500, _error(msg, "InternalServerError", 500), keep)
+            write_json(writer, 500, error_body(msg, "InternalServerError", 500), keep)
             await writer.drain()
             return keep
         drop = bool(opts.drop_every and number % opts.drop_every == 0)
@@ -410,7 +302,7 @@ class StandinApp:
         assert isinstance(stream_options, dict)
         include_usage = bool(stream_options.get("include_usage"))
         running = include_usage and opts.running_usage and bool(stream_options.get("continuous_usage_stats"))
-        head = _head(200, "text/event-stream; charset=utf-8", None, keep_alive=True)
+        head = response_head(200, "text/event-stream; charset=utf-8", None, keep_alive=True)
         writer.write(head)
         await writer.drain()
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
@@ -418,10 +310,10 @@ class StandinApp:
         kind = "chat.completion.chunk" if chat else "text_completion"
         prefix = f'{{"id":"{rid}","object":"{kind}","created":{created},"model":{self._model_json},'
         if chat:  # vLLM's first chat chunk: the role, no tokens (with running usage: 0 of them)
-            usage = f',"usage":{_usage(n_prompt, 0)}' if running else ""
+            usage = f',"usage":{usage_json(n_prompt, 0)}' if running else ""
             role = '{"role":"assistant","content":""}'
             writer.write(
-                _sse(
+                sse_chunk(
                     f'{prefix}"choices":[{{"index":0,"delta":{role},"logprobs":null,"finish_reason":null}}]{usage}}}'
                 )
             )
@@ -435,10 +327,10 @@ class StandinApp:
                 return False
             text = json.dumps("".join(WORDS[(done - n + j) % len(WORDS)] for j in range(n)))
             finish = '"length"' if done == max_tokens else "null"
-            usage = f',"usage":{_usage(n_prompt, done)}' if running else ""
+            usage = f',"usage":{usage_json(n_prompt, done)}' if running else ""
             piece = f'"delta":{{"content":{text}}}' if chat else f'"text":{text}'
             writer.write(
-                _sse(
+                sse_chunk(
                     f'{prefix}"choices":[{{"index":0,{piece},"logprobs":null,'
                     f'"finish_reason":{finish},"stop_reason":null}}]{usage}}}'
                 )
@@ -447,8 +339,8 @@ class StandinApp:
             held[0] += n
             await writer.drain()
         if include_usage:
-            writer.write(_sse(f'{prefix}"choices":[],"usage":{_usage(n_prompt, max_tokens)}}}'))
-        writer.write(_sse("[DONE]") + b"0\r\n\r\n")
+            writer.write(sse_chunk(f'{prefix}"choices":[],"usage":{usage_json(n_prompt, max_tokens)}}}'))
+        writer.write(sse_chunk("[DONE]") + b"0\r\n\r\n")
         await writer.drain()
         return True
 
@@ -472,14 +364,14 @@ class StandinApp:
             self._account(n)
             held[0] += n
         if drop:
-            writer.write(_head(200, "application/json", 1_000_000, keep_alive=True))
+            writer.write(response_head(200, "application/json", 1_000_000, keep_alive=True))
             await writer.drain()
             return False
         out = "".join(texts)
         choice: dict[str, object] = {"index": 0}
         choice.update({"message": {"role": "assistant", "content": out}} if chat else {"text": out})
         choice.update({"logprobs": None, "finish_reason": "length", "stop_reason": None})
-        _write_json(
+        write_json(
             writer,
             200,
             {
@@ -488,7 +380,7 @@ class StandinApp:
                 "created": int(time.time()),
                 "model": opts.model,
                 "choices": [choice],
-                "usage": json.loads(_usage(n_prompt, max_tokens)),
+                "usage": json.loads(usage_json(n_prompt, max_tokens)),
             },
             keep,
         )
@@ -531,193 +423,3 @@ class StandinApp:
         out += [f"# HELP {name}_total Accepted tokens per draft position.", f"# TYPE {name}_total counter"]
         out += [f'{name}_total{{{labels},position="{p}"}} {float(v)}' for p, v in per_pos]
         return "\n".join(out) + "\n"
-
-
-# -- wire helpers -------------------------------------------------------------------------------
-
-
-async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
-    line = await reader.readline()
-    if not line:
-        return None
-    parts = line.decode("latin-1").split()
-    if len(parts) != 3:
-        raise _BadRequest("malformed request line")
-    method, path, _version = parts
-    headers: dict[str, str] = {}
-    while True:
-        h = await reader.readline()
-        if h in (b"\r\n", b"\n", b""):
-            break
-        name, _, value = h.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        raise _BadRequest("chunked request bodies are not supported; send Content-Length")
-    try:
-        length = int(headers.get("content-length", "0"))
-    except ValueError:
-        raise _BadRequest("bad Content-Length") from None
-    body = await reader.readexactly(length) if length else b""
-    return _Request(method, path, headers, body)
-
-
-def _head(status: int, ctype: str, length: int | None, keep_alive: bool) -> bytes:
-    lines = [
-        f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}",
-        f"content-type: {ctype}",
-        "server: nova-standin",
-    ]
-    lines.append("transfer-encoding: chunked" if length is None else f"content-length: {length}")
-    if not keep_alive:
-        lines.append("connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def _write(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str, keep: bool) -> None:
-    writer.write(_head(status, ctype, len(body), keep) + body)
-
-
-def _write_json(writer: asyncio.StreamWriter, status: int, obj: object, keep_alive: bool) -> None:
-    _write(writer, status, json.dumps(obj).encode(), "application/json", keep_alive)
-
-
-def _sse(data: str) -> bytes:
-    """One SSE event as one HTTP chunk."""
-    payload = f"data: {data}\n\n".encode()
-    return f"{len(payload):x}\r\n".encode() + payload + b"\r\n"
-
-
-def _usage(prompt: int, completion: int) -> str:
-    return (
-        f'{{"prompt_tokens":{prompt},"total_tokens":{prompt + completion},"completion_tokens":{completion}}}'
-    )
-
-
-def _error(message: str, type_: str, code: int) -> dict[str, object]:
-    return {"object": "error", "message": message, "type": type_, "param": None, "code": code}
-
-
-# -- running it -----------------------------------------------------------------------------------
-
-
-class StandinServer:
-    """The stand-in on its own event loop in a daemon thread."""
-
-    def __init__(self, options: StandinOptions | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.options = options or StandinOptions()
-        self.app = StandinApp(self.options)
-        self.host = host
-        self._port = port
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        return self.app.port
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    @property
-    def api_key(self) -> str | None:
-        return self.options.api_key
-
-    @property
-    def model(self) -> str:
-        return self.options.model
-
-    def stats(self) -> StandinStats:
-        return self.app.stats()
-
-    def reset_stats(self) -> None:
-        self.app.reset_stats()
-
-    def start(self) -> StandinServer:
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self.app.start(self.host, self._port))
-            except BaseException as e:  # noqa: BLE001 - handed to the starting thread
-                failure.append(e)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                loop.run_until_complete(self.app.close())
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name="nova-standin", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if failure:
-            raise failure[0]
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-        self._thread = None
-
-    def __enter__(self) -> StandinServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-@contextlib.contextmanager
-def standin_server(**options: object) -> Iterator[StandinServer]:
-    """Start a stand-in (keyword arguments: :class:`StandinOptions` fields) and stop it after."""
-    server = StandinServer(StandinOptions(**options)).start()  # type: ignore[arg-type]
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-async def serve(options: StandinOptions, host: str, port: int, reuse_port: bool) -> None:
-    app = StandinApp(options)
-    bound = await app.start(host, port, reuse_port=reuse_port)
-    print(f"standin listening on http://{host}:{bound}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await app.close()
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.harness.standin", description=__doc__.split("\n")[0]
-    )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000, help="0: any free port (printed)")
-    p.add_argument("--reuse-port", action="store_true", help="SO_REUSEPORT, to run several processes")
-    defaults = StandinOptions()
-    for f in fields(StandinOptions):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        if isinstance(default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
-        elif f.name in ("api_key", "num_spec_tokens", "tokenizer"):
-            p.add_argument(flag, type=int if f.name == "num_spec_tokens" else str, default=default)
-        else:
-            p.add_argument(flag, type=type(default), default=default)
-    args = p.parse_args(argv)
-    options = StandinOptions(**{f.name: getattr(args, f.name) for f in fields(StandinOptions)})
-    asyncio.run(serve(options, args.host, args.port, args.reuse_port))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,7 +6,7 @@ appended there as one JSON line (pytest-xdist workers append to the same file), 
 written. A test that fails its assertion has still written its row, so the table shows the failure.
 
     NOVA_FAULT_TABLE=/tmp/faults.jsonl bash scripts/test.sh --all
-    .venv/bin/python -m benchmarks.fault_table /tmp/faults.jsonl
+    .venv/bin/python -m nova_search.testing.fault_table /tmp/faults.jsonl
 
 prints one Markdown table: per family, the scenarios run, trials lost, duplicate configurations among
 concurrent workers, workers hung, planted secrets found, injected commands or documents, and hostile
@@ -88,7 +88,9 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.fault_table", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m nova_search.testing.fault_table", description=__doc__.split("\n")[0]
+    )
     p.add_argument("rows", type=Path, help="the file NOVA_FAULT_TABLE named during the test run")
     p.add_argument("--scenarios", action="store_true", help="also list every scenario's row")
     args = p.parse_args(argv)
