@@ -71,7 +71,8 @@ def projection_lines(projected: list[str] | tuple[str, ...]) -> list[str]:
         return []
     return [
         f"PROJECTED, not measured: {', '.join(dict.fromkeys(projected))} (synthetic acceptance: the "
-        "drafter's cost is real, its acceptance was chosen; export drops the profile)"
+        "drafter's cost is real, its acceptance was chosen; the commands here and the export drop the "
+        "profile)"
     ]
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Literal
 
 import optuna
@@ -46,7 +47,7 @@ from nova_search.analysis.schedule import PolicyRange
 from nova_search.analysis.verdict import DrafterVerdict, Verdict
 from nova_search.db import backend_of
 from nova_search.errors import NovaError
-from nova_search.results.launch import deployable, launch_of_policy
+from nova_search.results.launch import deployable, launch_of_policy, without_synthetic
 from nova_search.results.model import OutputModel
 from nova_search.results.speculation import verdict_of
 from nova_search.results.trials import StudyResults
@@ -390,6 +391,8 @@ def deploy_answer(results: StudyResults, verdict: Verdict | None = None) -> Depl
     ranges = []
     for r in verdict.policy:
         launch = launch_of_policy(results, verdict, r.min_concurrency)
+        # what to run: a synthetic acceptance profile is the measurement's, never the deployment's
+        launch = replace(launch, flags=tuple(without_synthetic(list(launch.flags))[0]))
         ranges.append(
             DeployRange(
                 min_concurrency=r.min_concurrency,

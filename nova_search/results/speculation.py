@@ -17,7 +17,12 @@ from nova_search.results.trials import StudyResults, TrialResult, trial_key
 
 def equivalence_of(base: TrialResult, candidate: TrialResult) -> Equivalence | None:
     """The candidate's greedy outputs against the base's (None when either was not recorded, or the
-    base's failed: nothing to judge by)."""
+    base's failed: nothing to judge by; None too for a candidate that ran with synthetic acceptance:
+    vLLM's synthetic rejection sampler accepts drafted tokens by the chosen profile, not by the
+    target's choice, so its output differs from greedy by construction and says nothing of the
+    drafter's correctness)."""
+    if projection.acceptance_length(candidate.config) is not None:
+        return None
     if base.reference is None or candidate.reference is None or not base.reference.ok:
         return None
     if len(base.reference.token_ids) != len(candidate.reference.token_ids):

@@ -76,11 +76,28 @@ def main(argv: list[str] | None = None) -> None:
         model=args.served_model_name or args.model,
         api_key=_api_key(args.config),
         ttft_s=0.005 * factor,
+        token_shift=1 if _synthetic_acceptance(given) else 0,
         itl_s=float(os.environ.get("FAKE_ENGINE_ITL_S") or "0.002") * factor,
     )
     asyncio.run(serve(options, args.host, args.port, False))  # until SIGTERM or SIGINT
     if record:
         _record(record, "stop", args.port, args.tensor_parallel_size)
+
+
+def _synthetic_acceptance(argv: list[str]) -> bool:
+    """Whether ``--speculative-config`` asks for vLLM's synthetic rejection sampler: it accepts drafted
+    tokens by the chosen profile, not by the target's choice, so the greedy output differs (on a GPU,
+    with random drafter weights, it diverges within a few tokens); the stand-in's output differs too."""
+    for i, a in enumerate(argv):
+        value = argv[i + 1] if a == "--speculative-config" and i + 1 < len(argv) else None
+        if a.startswith("--speculative-config="):
+            value = a.split("=", 1)[1]
+        if value is not None:
+            try:
+                return json.loads(value).get("rejection_sample_method") == "synthetic"
+            except (ValueError, AttributeError):
+                return False
+    return False
 
 
 def _api_key(config: str | None) -> str | None:

@@ -250,7 +250,8 @@ class StandinApp:
             if body.get("stream"):
                 ok = await self._stream(writer, body, n_prompt, max_tokens, drop, held, chat)
             else:
-                ok = await self._whole(writer, n_prompt, max_tokens, drop, keep, held, chat)
+                ids = bool(body.get("return_token_ids"))
+                ok = await self._whole(writer, n_prompt, max_tokens, drop, keep, held, chat, ids)
         finally:
             with self._lock:
                 self._stats.in_flight -= 1
@@ -264,6 +265,10 @@ class StandinApp:
             writer.transport.close()  # mid-body: the client sees an incomplete message
             return False
         return keep
+
+    def _token(self, position: int) -> int:
+        """The id of the token generated at ``position`` (an index into ``WORDS``)."""
+        return (position + self.options.token_shift) % len(WORDS)
 
     def _chunks(self, max_tokens: int) -> Iterator[tuple[int, int]]:
         """(tokens in this chunk, tokens so far) per chunk."""
@@ -325,7 +330,7 @@ class StandinApp:
             if drop and i == opts.drop_after_chunks:
                 await writer.drain()
                 return False
-            text = json.dumps("".join(WORDS[(done - n + j) % len(WORDS)] for j in range(n)))
+            text = json.dumps("".join(WORDS[self._token(done - n + j)] for j in range(n)))
             finish = '"length"' if done == max_tokens else "null"
             usage = f',"usage":{usage_json(n_prompt, done)}' if running else ""
             piece = f'"delta":{{"content":{text}}}' if chat else f'"text":{text}'
@@ -353,23 +358,26 @@ class StandinApp:
         keep: bool,
         held: list[int],
         chat: bool,
+        token_ids: bool = False,
     ) -> bool:
         opts = self.options
-        texts: list[str] = []
+        ids: list[int] = []
         await asyncio.sleep(opts.ttft_s)
         for i, (n, done) in enumerate(self._chunks(max_tokens)):
             if i:
                 await asyncio.sleep(opts.itl_s)
-            texts.extend(WORDS[(done - n + j) % len(WORDS)] for j in range(n))
+            ids.extend(self._token(done - n + j) for j in range(n))
             self._account(n)
             held[0] += n
         if drop:
             writer.write(response_head(200, "application/json", 1_000_000, keep_alive=True))
             await writer.drain()
             return False
-        out = "".join(texts)
+        out = "".join(WORDS[i] for i in ids)
         choice: dict[str, object] = {"index": 0}
         choice.update({"message": {"role": "assistant", "content": out}} if chat else {"text": out})
+        if token_ids:  # vLLM's return_token_ids
+            choice["token_ids"] = ids
         choice.update({"logprobs": None, "finish_reason": "length", "stop_reason": None})
         write_json(
             writer,

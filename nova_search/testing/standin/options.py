@@ -40,6 +40,9 @@ class StandinOptions:
     #: while asleep, completions get HTTP 503. ``on_sleep(event)`` is called with "sleep" / "wake"
     sleep_mode: bool = False
     on_sleep: Any = None
+    #: added to every generated token's id (its word too): a server whose greedy output differs from the
+    #: others', as vLLM's does under synthetic acceptance (drafted tokens accepted by a chosen profile)
+    token_shift: int = 0
 
     def __post_init__(self) -> None:
         if self.tokens_per_chunk < 1:
