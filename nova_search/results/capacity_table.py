@@ -21,7 +21,8 @@ BY_CAPACITY = Objective("capacity_per_gpu", "maximize")
 class CapacityRow(OutputModel):
     """One trial's capacity at the SLO (docs/metrics.md, Capacity)."""
 
-    #: stock, tuned, best (by capacity per GPU) or the drafter's method (``drafter ngram``)
+    #: stock, tuned, best (by capacity per GPU) or the drafter's method (``drafter ngram``); several
+    #: joined by `` / `` where one trial plays each part
     which: str
     #: the trial's key
     trial: str
@@ -192,7 +193,8 @@ def capacity_row(which: str, t: TrialResult) -> CapacityRow | None:
 
 
 def capacity_rows(results: StudyResults) -> tuple[CapacityRow, ...]:
-    """Stock, tuned, the best by capacity per GPU, and each drafter's best (where each has a capacity)."""
+    """Stock, tuned, the best by capacity per GPU, and each drafter's best (where each has a capacity);
+    one row per trial (``which`` names every part it plays: ``stock / tuned / best``)."""
     rows: list[CapacityRow | None] = []
     stock = stock_trial(results)
     if stock is not None:
@@ -208,4 +210,11 @@ def capacity_rows(results: StudyResults) -> tuple[CapacityRow, ...]:
         best = ranked([t for t in measured if t.method == method], BY_CAPACITY)
         if best:
             rows.append(capacity_row(f"drafter {method}", best[0]))
-    return tuple(r for r in rows if r is not None)
+    merged: dict[str, CapacityRow] = {}  # a trial that is several of these is one row: "stock / tuned"
+    for r in rows:
+        if r is not None:
+            seen = merged.get(r.trial)
+            merged[r.trial] = (
+                r if seen is None else seen.model_copy(update={"which": f"{seen.which} / {r.which}"})
+            )
+    return tuple(merged.values())
