@@ -3,7 +3,7 @@
 
     spec -> search.configs.sample -> EngineConfig -> search.rules -> engine.command -> Server
       -> leader.prepare -> boot -> reference outputs -> sweep.measure (per level: trial.window ->
-         measure.metrics.summarize -> LevelResult, stored) -> capacity.measure_capacity (spec.capacity:
+         measure.metrics.summarize -> LevelResult, stored) -> capacity_search.measure_capacity (capacity:
          probes at the SLO -> Capacity, stored) -> leader.settle
       -> objectives -> values + constraints                                    -> server torn down
 

@@ -177,6 +177,28 @@ def test_a_study_stores_capacity_per_gpu_as_its_objective_and_shows_it(tmp_path)
     assert "this config carries" in status  # the deploy answer
 
 
+def test_an_objective_on_an_indeterminate_capacity_fails_the_trial_saying_so(tmp_path):
+    raw = minimal_spec_dict(
+        name="undecided",
+        workload=WORKLOAD,
+        sweep={"concurrency": [4], "requests": 30, "warmup_requests": 2},
+        slo={"bounds": ["ttft p90 <= 1000"]},  # every request meets it, but 30 cannot show 90 %
+        capacity={"start": 4, "floor": 4, "ceiling": 64},
+        objectives=[{"metric": "capacity_per_gpu", "direction": "maximize"}],
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    url = f"sqlite:///{tmp_path}/s.db"
+    r = nova("run", str(spec), "--storage", url, "--artifacts-dir", str(tmp_path / "art"), timeout=600)
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]  # nothing measured that completed
+    (t,) = optuna.load_study(study_name="undecided", storage=url).get_trials()
+    assert t.state == optuna.trial.TrialState.FAIL and t.values is None  # no made-up number
+    assert t.user_attrs[schema.REASON.key] == "indeterminate"
+    assert "capacity indeterminate at p90 ttft <= 1000 ms" in t.user_attrs[schema.MESSAGE.key]
+    c = schema.CAPACITY.read(t.user_attrs)
+    assert c is not None and c.done and [p.verdict for p in c.probes] == ["straddles"]
+
+
 BAD_SLOS = [
     (
         {"bounds": [{"metric": "latency", "percentile": 99, "max_ms": 500}]},
