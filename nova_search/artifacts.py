@@ -50,11 +50,13 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def request_rows(
-    records: Iterable[RequestRecord], *, level: int, repeat: int, origin: float
+    records: Iterable[RequestRecord], *, level: int, repeat: int, origin: float, probe: float | None = None
 ) -> list[dict[str, Any]]:
-    """One JSON-ready row per request; ``origin`` is the ``perf_counter`` time ``send_s`` counts from."""
+    """One JSON-ready row per request; ``origin`` is the ``perf_counter`` time ``send_s`` counts from;
+    ``probe``: the load of the capacity search's window the requests belong to (``capacity_load``)."""
     return [
         {
+            **({"capacity_load": probe} if probe is not None else {}),
             "level": level,
             "repeat": repeat,
             "send_s": round(r.send_time - origin, 6),

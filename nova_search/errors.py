@@ -89,7 +89,8 @@ class EngineError(NovaError):
 class TrialFailure(NovaError):
     """A trial failed for a classified reason; optuna records it as FAIL and the study carries on.
 
-    ``reason`` is one of: ``oom``, ``unsupported``, ``crash``, ``timeout``, ``errors``, ``interrupted``.
+    ``reason`` is one of: ``oom``, ``unsupported``, ``crash``, ``timeout``, ``errors``, ``interrupted``,
+    ``indeterminate`` (an objective on the capacity search's figures, whose capacity is indeterminate).
     """
 
     def __init__(self, reason: str, message: str, log_tail: str = "") -> None:

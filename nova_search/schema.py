@@ -19,6 +19,8 @@ Trial user attributes (``nova:*``)::
     server_log        the log's path on the worker
     paired            windows measured again against the leader (confirm): per level, both sides
     deploy_argv       the deployable ``vllm serve`` argv (no API key file, host or port)
+    capacity          the capacity search at the SLO (``measure.capacity.Capacity``): its probes, the
+                      capacity per GPU, cost and energy; written after each probe
 
 Study user attributes: ``spec`` (the validated spec, secrets redacted), ``stage``, ``parent`` and
 ``base`` (a staged study's links, see ``study``), ``deploy`` (the deploy answer as JSON, with its
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from nova_search.knobs import EngineConfig
+from nova_search.measure.capacity import Capacity
 from nova_search.measure.metrics import LevelResult
 from nova_search.measure.records import Paired, ReferenceOutputs
 
@@ -225,6 +228,7 @@ LOG_TAIL: Attr[str] = _attr("log_tail", _same, _text)
 SERVER_LOG: Attr[str] = _attr("server_log", _same, _text)
 PAIRED: Attr[Paired] = _attr("paired", Paired.as_dict, lambda v: Paired.from_dict(_mapping(v)))
 DEPLOY_ARGV: Attr[tuple[str, ...]] = _attr("deploy_argv", list, _texts)
+CAPACITY: Attr[Capacity] = _attr("capacity", Capacity.as_dict, lambda v: Capacity.from_dict(_mapping(v)))
 
 # ---------------------------------------------------------------- study attributes
 
@@ -237,7 +241,7 @@ DEPLOY: Attr[dict[str, Any]] = _attr("deploy", _same, _mapping)
 
 TRIAL_ATTRS: tuple[Attr[Any], ...] = (
     ROLE, CONFIG, ARGV, LEVELS, REPEATS, INTERVALS, SATURATION, REFERENCE, WARNINGS, TIMING,
-    ENGINE_VERSION, WORKER, SUMMARY, REASON, MESSAGE, LOG_TAIL, SERVER_LOG, PAIRED, DEPLOY_ARGV,
+    ENGINE_VERSION, WORKER, SUMMARY, REASON, MESSAGE, LOG_TAIL, SERVER_LOG, PAIRED, DEPLOY_ARGV, CAPACITY,
 )  # fmt: skip
 STUDY_ATTRS: tuple[Attr[Any], ...] = (SPEC, STAGE, PARENT, BASE, DEPLOY)
 #: a study *system* attribute (beside optuna-dashboard's notes): the numbers of the trials whose

@@ -8,13 +8,16 @@ A trial stops (PRUNED, with the level and the reason) when, after a level:
 
 - **a constraint is already broken**: a condition at ``every`` level fails at a measured level, or a
   condition at concurrency N fails and N is measured. No later level can mend either. (A condition at
-  ``best`` can still be met by a later level, so it is never judged early.)
+  ``best`` can still be met by a later level, so it is never judged early; nor is one on a trial
+  figure such as ``capacity_per_gpu``, known only once the capacity search has run.)
 - **it is dominated with a margin**: some finished feasible trial was better at *every* level measured
   so far, for *every* objective's metric, by more than ``margin`` (relative) each time. An objective
   at a fixed concurrency that is already measured is compared at that level alone (its value is
   final); one at ``best``, or at a level still to come, is compared at each measured level. This is a
   prediction, not a proof: a profile that loses by a margin at every level so far is taken to lose at
   the rest. ``min_levels`` sets how many levels must be measured before a trial can be judged this way.
+  An objective on a trial figure (``capacity_per_gpu``) has no value per level: a trial is never judged
+  dominated on it.
 
 The margin stands in for window-to-window noise (``search.early_stop.margin``, 5 % by default): set
 it above the spread of repeated windows of one server on your hardware.
@@ -56,7 +59,7 @@ class Stop:
 def broken_constraint(levels: Sequence[LevelResult], conditions: Sequence[Condition]) -> str | None:
     """The first condition that no later level can mend, with the level that broke it; None if none."""
     for c in conditions:
-        if c.at == "best":
+        if c.at == "best" or c.figure:
             continue
         at_levels = levels if c.at == "every" else [lv for lv in levels if lv.concurrency == c.at]
         for lv in at_levels:

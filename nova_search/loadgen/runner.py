@@ -39,6 +39,7 @@ from nova_search.loadgen.client import Target, send
 from nova_search.loadgen.http import Pool
 from nova_search.loadgen.prompts import Prompt, PromptSource
 from nova_search.measure.records import EngineSample, RequestRecord
+from nova_search.measure.slo import MissCount, MissRule
 from nova_search.spec import ArrivalSpec, ClosedArrival, PoissonArrival
 
 
@@ -88,6 +89,10 @@ class LevelPlan:
     #: cancelled (a wedged server fails the level in about one request timeout, not one per request).
     #: None: no budget (every planned request is sent)
     max_errors: int | None = None
+    #: the capacity search's SLO allowances (``measure.slo.MissRule``): once the requests that miss the
+    #: SLO pass them, the level is clearly over saturation and is abandoned as a spent error budget is;
+    #: None: every planned request is sent
+    miss_rule: MissRule | None = None
 
     @property
     def max_in_flight(self) -> int:
@@ -212,11 +217,13 @@ async def _warm(pool: Pool, target: Target, share: Share, per_chunk_usage: bool,
 
 
 class ErrorBudget:
-    """A share's error budget: ``allowed`` failed requests (None: no budget); one more spends it."""
+    """A share's error budget: ``allowed`` failed requests (None: no budget); one more spends it. With a
+    ``miss_rule``, requests that miss the SLO past its allowances spend it too (``measure.slo``)."""
 
-    def __init__(self, allowed: int | None) -> None:
+    def __init__(self, allowed: int | None, miss_rule: MissRule | None = None) -> None:
         self.allowed = allowed
         self.failed = 0
+        self.misses = MissCount(miss_rule) if miss_rule is not None else None
         self.spent = asyncio.Event()
 
     def record(self, r: RequestRecord) -> None:
@@ -224,6 +231,8 @@ class ErrorBudget:
             self.failed += 1
             if self.allowed is not None and self.failed > self.allowed:
                 self.spent.set()
+        if self.misses is not None and self.misses.record(r):
+            self.spent.set()
 
 
 async def _until_done_or_spent(tasks: list[asyncio.Task[None]], budget: ErrorBudget) -> None:
@@ -389,8 +398,8 @@ async def run_share(
         deadline = t0 + plan.duration_s if plan.duration_s is not None else None
         # the level's error budget: a share abandons once its own failures pass the whole level's
         # budget (the level fails then whatever the other shares do; a share's part of it would fail
-        # levels that pass, the failures spread unevenly)
-        budget = ErrorBudget(plan.max_errors)
+        # levels that pass, the failures spread unevenly); the same for the SLO's misses
+        budget = ErrorBudget(plan.max_errors, plan.miss_rule)
         if isinstance(plan.arrival, PoissonArrival):
             records = await _poisson(
                 pool,

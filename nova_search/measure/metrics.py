@@ -7,7 +7,7 @@
   window runs from the first measured send to the last measured completion (warmup excluded).
 - p99.9 (``*_p999_ms``): only from 1000 samples up (``P999_MIN_SAMPLES``); None below, where it
   would be little more than the maximum.
-- Goodput: requests that succeeded and met every per-request SLO (``RequestSLO``) / window length;
+- Goodput: requests that succeeded and met every bound of the SLO (``measure.slo.SLO``) / window length;
   ``goodput_rate`` is their share of the measured requests (failures count as misses). Without SLOs
   every successful request counts, so goodput equals ``request_throughput``.
 - Engine figures come from /metrics samples taken during the window; counters are window deltas.
@@ -19,10 +19,9 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -37,33 +36,10 @@ LATENCIES = ("ttft", "tpot", "itl", "e2e")
 P999_MIN_SAMPLES = 1000
 
 
-@dataclass(frozen=True)
-class RequestSLO:
-    """Per-request latency maxima, in milliseconds; None = no bound on that latency.
+class RequestCheck(Protocol):
+    """What goodput counts a request against: ``measure.slo.SLO`` (every bound of the spec's ``slo``)."""
 
-    A request meets the SLO when it succeeded and each given bound holds (``<=``). TPOT is undefined
-    for a one-token output (there is no decode phase), so a TPOT bound does not apply to it; a TTFT or
-    E2E bound on a request without any output chunk is a miss.
-    """
-
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
-            v = getattr(self, name)
-            if v is not None and not (math.isfinite(v) and v > 0):
-                raise ValueError(f"RequestSLO.{name} must be a finite number > 0 (got {v!r})")
-
-    def met_by(self, r: RequestRecord) -> bool:
-        if not r.success:
-            return False
-        for bound, seconds in ((self.ttft_ms, r.ttft), (self.e2e_ms, r.e2e)):
-            if bound is not None and (seconds is None or seconds * 1000.0 > bound):
-                return False
-        tpot = r.tpot
-        return self.tpot_ms is None or tpot is None or tpot * 1000.0 <= self.tpot_ms
+    def met_by(self, r: RequestRecord) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -161,13 +137,23 @@ METRIC_NAMES: tuple[str, ...] = tuple(f.name for f in fields(LevelResult) if f.n
 
 #: metrics where lower is better besides the latencies (``*_ms``)
 _LOWER_IS_BETTER = frozenset(
-    {"error_rate", "errors", "duration_s", "preemptions", "num_waiting_mean", "num_waiting_max"}
+    {
+        "error_rate",
+        "errors",
+        "duration_s",
+        "preemptions",
+        "num_waiting_mean",
+        "num_waiting_max",
+        # the trial figures of measure.capacity that are better low
+        "cost_per_mtok",
+        "joules_per_token",
+    }
 )
 
 
 def higher_is_better(metric: str) -> bool:
-    """The natural direction of a LevelResult metric: latencies (``*_ms``), errors, preemptions and
-    queue depth are better low; throughputs, goodput, acceptance and hit rates better high."""
+    """The natural direction of a metric: latencies (``*_ms``), errors, preemptions, queue depth, cost
+    and energy per token are better low; throughputs, goodput, capacity, acceptance and hit rates high."""
     return not (metric.endswith("_ms") or metric in _LOWER_IS_BETTER)
 
 
@@ -186,9 +172,9 @@ def _stats(values: list[float], prefix: str) -> dict[str, float | None]:
     return out
 
 
-def summarize(run: LevelRun, slos: Sequence[RequestSLO] | None = None) -> LevelResult:
-    """The LevelResult of one level. ``slos``: the per-request SLOs that goodput counts (a request
-    is good when it meets every one); without them every successful request is good."""
+def summarize(run: LevelRun, slos: Sequence[RequestCheck] | None = None) -> LevelResult:
+    """The LevelResult of one level. ``slos``: what goodput counts a request against (a request is good
+    when it meets every one); without them every successful request is good."""
     records = run.records
     ok = [r for r in records if r.success]
     good = sum(1 for r in ok if all(slo.met_by(r) for slo in slos or ()))

@@ -13,17 +13,21 @@
   ``value - bound``, ``>=`` gives ``bound - value``; a strict bound is moved one float step inwards,
   so equality is a violation. A level that was not measured, or a metric undefined there, is
   ``UNDEFINED_VIOLATION``. ``holds`` is ``violation <= 0``: a query and a constraint agree.
+- A trial figure (``measure.capacity.CAPACITY_METRICS``: ``capacity_per_gpu``, ``cost_per_mtok``, ...)
+  is one value per trial, not per level: an objective or a condition on it takes no level, and reads
+  it from the trial's ``figures`` (``Capacity.figures``); without them it is undefined.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from nova_search.errors import SpecError
+from nova_search.measure.capacity import CAPACITY_METRICS
 from nova_search.measure.metrics import METRIC_NAMES, LevelResult, higher_is_better
 
 Direction = Literal["maximize", "minimize"]
@@ -32,6 +36,15 @@ OPS: tuple[Op, ...] = ("<=", ">=", "<", ">")
 
 #: the constraint value for a level where the metric is undefined (nothing completed): infeasible
 UNDEFINED_VIOLATION = 1e12
+#: a trial's figures by name (``Capacity.figures``); None where the trial has none
+Figures = Mapping[str, float | None]
+#: every metric an objective or a condition may name: the levels' and the trial figures
+KNOWN_METRICS: tuple[str, ...] = METRIC_NAMES + CAPACITY_METRICS
+
+
+def is_figure(metric: str) -> bool:
+    """Whether ``metric`` is a trial figure (one value per trial, not per level)."""
+    return metric in CAPACITY_METRICS
 
 
 def _number(v: Any) -> float | None:
@@ -71,15 +84,19 @@ class ObjectiveLike(Protocol):
     at: Any
 
 
-def objective_value(levels: Sequence[LevelResult], o: ObjectiveLike) -> float | None:
-    """The value of objective ``o`` for a trial that measured ``levels``."""
+def objective_value(
+    levels: Sequence[LevelResult], o: ObjectiveLike, figures: Figures | None = None
+) -> float | None:
+    """The value of objective ``o`` for a trial that measured ``levels`` (and found ``figures``)."""
+    if is_figure(o.metric):
+        return _number((figures or {}).get(o.metric))
     return metric_at(levels, o.metric, o.at, o.direction == "maximize")
 
 
 def objective_values(
-    levels: Sequence[LevelResult], objectives: Sequence[ObjectiveLike]
+    levels: Sequence[LevelResult], objectives: Sequence[ObjectiveLike], figures: Figures | None = None
 ) -> list[float | None]:
-    return [objective_value(levels, o) for o in objectives]
+    return [objective_value(levels, o, figures) for o in objectives]
 
 
 @dataclass(frozen=True)
@@ -102,9 +119,18 @@ class Objective:
 
 
 def _known(metric: str, what: str) -> str:
-    if metric not in METRIC_NAMES:
-        raise SpecError(f"{what}: unknown metric {metric!r}; valid: {', '.join(METRIC_NAMES)}")
+    if metric not in KNOWN_METRICS:
+        raise SpecError(f"{what}: unknown metric {metric!r}; valid: {', '.join(KNOWN_METRICS)}")
     return metric
+
+
+def _no_level(metric: str, at: int | str, what: str) -> None:
+    """A trial figure takes no concurrency level."""
+    if is_figure(metric) and isinstance(at, int):
+        raise SpecError(
+            f"{what}: {metric} is one figure per trial (at the SLO, from the capacity search), not per "
+            "level: leave the level out"
+        )
 
 
 def _level(text: str, what: str, allowed: tuple[str, ...]) -> int | str:
@@ -135,6 +161,7 @@ def parse_objective(text: str, objectives: Sequence[Objective] = ()) -> Objectiv
     what = f"objective {text!r}"
     _known(metric.strip(), what + " (give metric@level, e.g. output_throughput@best or ttft_p99_ms@32)")
     at = _level(at_text or "best", what, ("best",))
+    _no_level(metric.strip(), at, what)
     for o in objectives:
         if o.name == f"{metric.strip()}@{at}":
             return o
@@ -174,11 +201,16 @@ class Condition:
     def __str__(self) -> str:
         return self.name
 
-    def violation(self, levels: Sequence[LevelResult]) -> float:
-        return violation(levels, self)
+    @property
+    def figure(self) -> bool:
+        """Whether it bounds a trial figure (not a level metric)."""
+        return is_figure(self.metric)
 
-    def holds(self, levels: Sequence[LevelResult]) -> bool:
-        return violation(levels, self) <= 0.0
+    def violation(self, levels: Sequence[LevelResult], figures: Figures | None = None) -> float:
+        return violation(levels, self, figures)
+
+    def holds(self, levels: Sequence[LevelResult], figures: Figures | None = None) -> bool:
+        return violation(levels, self, figures) <= 0.0
 
 
 def make_condition(metric: str, op: str, value: float, at: int | str = "every", what: str = "") -> Condition:
@@ -194,6 +226,7 @@ def make_condition(metric: str, op: str, value: float, at: int | str = "every", 
     )
     if isinstance(level, int) and level <= 0:
         raise SpecError(f"{what}: the level must be a positive concurrency (got {level})")
+    _no_level(metric, level, what)
     return Condition(metric, op, float(value), level)  # type: ignore[arg-type]
 
 
@@ -221,12 +254,16 @@ def _one(value: float | None, c: Condition) -> float:
 
 
 def level_violation(level: LevelResult, c: Condition) -> float:
-    """``c``'s violation at one level, whatever level ``c`` names: <= 0 when its metric holds there."""
+    """``c``'s violation at one level, whatever level ``c`` names: <= 0 when its metric holds there
+    (a trial figure is undefined at a level)."""
     return _one(_number(getattr(level, c.metric, None)), c)
 
 
-def violation(levels: Sequence[LevelResult], c: Condition) -> float:
-    """Optuna's constraint value of ``c`` over ``levels``: <= 0 when it holds."""
+def violation(levels: Sequence[LevelResult], c: Condition, figures: Figures | None = None) -> float:
+    """Optuna's constraint value of ``c`` over ``levels`` (a trial figure: from ``figures``): <= 0 when
+    it holds."""
+    if c.figure:
+        return _one(_number((figures or {}).get(c.metric)), c)
     if c.at == "every":
         if not levels:
             return UNDEFINED_VIOLATION
@@ -237,6 +274,8 @@ def violation(levels: Sequence[LevelResult], c: Condition) -> float:
     return _one(metric_at(levels, c.metric, c.at), c)
 
 
-def constraint_values(levels: Sequence[LevelResult], conditions: Sequence[Condition]) -> dict[str, float]:
+def constraint_values(
+    levels: Sequence[LevelResult], conditions: Sequence[Condition], figures: Figures | None = None
+) -> dict[str, float]:
     """Each condition's violation by its name (what a worker stores with ``trial.set_constraint``)."""
-    return {c.name: violation(levels, c) for c in conditions}
+    return {c.name: violation(levels, c, figures) for c in conditions}

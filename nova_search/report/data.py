@@ -12,6 +12,7 @@ table is empty and ``ReportData.notes`` says so in words.
 - Parameter importances per objective (``optuna.importance.get_param_importances`` on an in-memory
   copy of the complete trials), only with >= 2 complete trials with parameters.
 - Cost per 1M output tokens from a $/GPU-hour price: price x GPUs / (tok/s x 3600) x 1e6.
+- Capacity at the SLO (``results.capacity_table``): stock, tuned, best, each drafter's best.
 - Output tok/s per user against output tok/s per GPU, one point per trial and concurrency level, the
   feasible front marked (``user_gpu_points``: ``vllm bench sweep plot_pareto``'s view; docs/metrics.md).
 """
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from nova_search.analysis.gains import LevelGain, better_gain, pct_change
 from nova_search.analysis.saturation import find_saturation
 from nova_search.analysis.verdict import Verdict
+from nova_search.measure.capacity import usd_per_mtok
 from nova_search.measure.metrics import LevelResult
 from nova_search.measure.objectives import Objective
 from nova_search.report.convergence import (
@@ -32,6 +34,7 @@ from nova_search.report.convergence import (
     hypervolume_history,
     param_importances,
 )
+from nova_search.results.capacity_table import CapacityRow, capacity_rows
 from nova_search.results.cost import GpuTime, gpu_time
 from nova_search.results.deploy import DeployAnswer, deploy_answer
 from nova_search.results.select import ranked_plain, stock_trial, tuned_baseline
@@ -186,6 +189,8 @@ class ReportData:
     deploy: DeployAnswer | None = None
     #: output tok/s per user against per GPU, one point per trial and level (``user_gpu_points``)
     user_gpu: tuple[UserGpuPoint, ...] = ()
+    #: capacity at the SLO: stock, tuned, best, each drafter's best (``results.capacity_table``)
+    capacity: tuple[CapacityRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -349,8 +354,9 @@ def cost_table(
             if trial is None or lv is None or not lv.output_throughput or lv.output_throughput <= 0:
                 continue
             gpus = trial.config.gpus if trial.config else 1
-            usd = gpu_hour_usd * gpus / (lv.output_throughput * 3600.0) * 1e6
-            rows.append(CostRow(c, which, trial.key, gpus, lv.output_throughput, usd))
+            usd = usd_per_mtok(gpu_hour_usd, gpus, lv.output_throughput)
+            if usd is not None:
+                rows.append(CostRow(c, which, trial.key, gpus, lv.output_throughput, usd))
     return rows
 
 
@@ -489,4 +495,5 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
         gpu_time=gpu_time(results),
         deploy=deploy_answer(results, full),
         user_gpu=tuple(user_gpu_points(results)),
+        capacity=capacity_rows(results),
     )

@@ -200,6 +200,8 @@ def answer_lines(a: DeployAnswer) -> list[str]:
         return lines + [f"  nothing yet: {a.reason}"]
     for r, row in zip(a.ranges, answer_rows(a), strict=True):
         lines.append(f"  {row[0]}: {row[1]}, trial {row[2]} ({row[3]})")
+        if r.configuration.capacity_text:
+            lines.append(f"    {r.configuration.capacity_text}")
         lines.append(f"    {r.command}")
     if a.schedule:
         lines.append(
@@ -219,12 +221,10 @@ def answer_markdown(a: DeployAnswer) -> str:
         return "\n".join([*parts, f"Nothing yet: {a.reason}", ""])
     parts += [md_table(ANSWER_HEADERS, answer_rows(a), text=ANSWER_HEADERS), ""]
     for r in a.ranges:
-        parts += [
-            f"**{r.label}** ({deploy_what(r)}, trial {r.configuration.trial}):",
-            "",
-            _fence(r.command),
-            "",
-        ]
+        parts += [f"**{r.label}** ({deploy_what(r)}, trial {r.configuration.trial}):", ""]
+        if r.configuration.capacity_text:
+            parts += [r.configuration.capacity_text + ".", ""]
+        parts += [_fence(r.command), ""]
     if a.schedule:
         parts += [
             f"One server, dynamic schedule `{json.dumps([list(x) for x in a.schedule])}`: {a.schedule_note}.",

@@ -1,13 +1,30 @@
 """``nova-search status`` as text: where a running study stands (``results.standing.StudyStatus``, its
 record and its JSON) written as lines: trials by state, the workers seen lately and what each does, the
-best so far per objective, the tuned baseline, the ETA and where the GPU time went.
+best so far per objective, the tuned baseline, the capacity at the SLO, the ETA and where the GPU time went.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from nova_search.results.capacity_table import CapacityRow
 from nova_search.results.standing import RECENT_S, StudyStatus, WorkerSeen
+
+
+def capacity_line(c: CapacityRow) -> str:
+    """What the search found, then cost and energy at capacity (each said absent, with why)."""
+    parts = [c.text]
+    if c.status == "found":
+        cost = f"${c.cost_per_mtok:.4g}/Mtok" if c.cost_per_mtok is not None else f"cost: {c.cost_note}"
+        energy = (
+            f"{c.joules_per_token:.4g} J/token"
+            if c.joules_per_token is not None
+            else f"energy: {c.energy_note}"
+        )
+        parts += [cost, energy]
+    if not c.done:
+        parts.append(f"still searching ({c.probes} probe(s) so far)")
+    return "; ".join(parts)
 
 
 def worker_label(w: WorkerSeen) -> str:
@@ -67,6 +84,9 @@ def status_lines(st: StudyStatus, now: datetime | None = None) -> list[str]:
     else:
         lines.append("best so far: no feasible COMPLETE trial yet")
     lines.append(f"tuned baseline: trial {st.tuned}" if st.tuned else "tuned baseline: none yet")
+    if st.capacity:
+        lines.append("capacity at the SLO:")
+        lines.extend(f"  {c.which} (trial {c.trial}): {capacity_line(c)}" for c in st.capacity)
     lines.append(f"ETA: {format_duration(st.eta_s)} ({st.eta_note})")
     lines.append(st.gpu_time.text())
     held = st.gpu_time.held_text()

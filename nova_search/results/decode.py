@@ -79,6 +79,7 @@ def trial_result(
         study=study,
         stage=stage,
         paired=schema.PAIRED.read(attrs),
+        capacity=schema.CAPACITY.read(attrs),
     )
 
 

@@ -20,7 +20,9 @@ It holds:
   more), ``rejected`` (every drafter measured there, with enough windows, and none verified better), or
   ``no_candidate`` (no speculative trial completed: tuned is the best feasible configuration);
 - the nova version, the vLLM version (the engine's ``/version`` the ranges' trials recorded) and the
-  device they ran on.
+  device they ran on;
+- where the study searched capacity (``spec.capacity``), each range's configuration's capacity at the
+  SLO: "this config carries N req/s per GPU at p99 ttft <= X ms" (``results.capacity_table``).
 
 With no tuned baseline (no feasible COMPLETE non-speculative trial) or no objectives, the answer has
 no ranges and ``reason`` says why: failures are data, and ``status`` still ends with it.
@@ -47,6 +49,7 @@ from nova_search.analysis.schedule import PolicyRange
 from nova_search.analysis.verdict import DrafterVerdict, Verdict
 from nova_search.db import backend_of
 from nova_search.errors import NovaError
+from nova_search.results.capacity_table import CapacityRow, capacity_row
 from nova_search.results.launch import deployable, launch_of_policy, without_synthetic
 from nova_search.results.model import OutputModel
 from nova_search.results.speculation import verdict_of
@@ -128,6 +131,13 @@ class Configuration(OutputModel):
     gpus: int
     engine_version: str | None
     device: str | None
+    #: the capacity at the SLO the trial measured (``spec.capacity``); null when it did not search
+    capacity: CapacityRow | None = None
+
+    @property
+    def capacity_text(self) -> str | None:
+        """``this config carries 45.2 req/s per GPU at p99 ttft <= 500 ms (...)``, or None."""
+        return f"this config {self.capacity.text}" if self.capacity is not None else None
 
 
 class DeployRange(OutputModel):
@@ -325,6 +335,7 @@ def _configuration(results: StudyResults, r: PolicyRange) -> Configuration:
         gpus=t.gpus,
         engine_version=t.engine_version,
         device=t.device_name,
+        capacity=capacity_row(r.choice, t),
     )
 
 

@@ -3,7 +3,7 @@ front, the best trials, the stock baseline and the tuned baseline. Every reader 
 ``export``, ``policy``, ``report``, the dashboard notes, ``status`` and the Python API.
 
 - ``objective_of(trial, o)``: Optuna's stored value for an objective of the study, else
-  ``objectives.objective_value`` over the trial's levels.
+  ``objectives.objective_value`` over the trial's levels (and its capacity figures).
 - ``ranked(trials, o)``: best first by ``o``, ties to the lower trial number; trials without a value
   for ``o`` are left out.
 - ``pareto_front(trials, directions)``: Optuna's own front (``Study.best_trials``, the front of a
@@ -42,7 +42,7 @@ def objective_of(trial: TrialResult, o: Objective) -> float | None:
         if trial.values is None or o.index >= len(trial.values):
             return None
         return trial.values[o.index]
-    return objective_value(trial.levels, o)
+    return objective_value(trial.levels, o, trial.figures)
 
 
 def ranked(trials: Iterable[TrialResult], o: Objective) -> list[TrialResult]:
@@ -95,7 +95,7 @@ def best_trials(
     a one-element list (the best by it) or empty; without, the Pareto front (over the candidates),
     sorted best first by the first objective."""
     conditions = [parse_condition(c) for c in where]
-    candidates = [t for t in results.feasible() if all(c.holds(t.levels) for c in conditions)]
+    candidates = [t for t in results.feasible() if all(c.holds(t.levels, t.figures) for c in conditions)]
     if objective is not None:
         top = ranked(candidates, resolve(results, objective))
         return top[:1]

@@ -43,6 +43,7 @@ from nova_search.analysis.verdict import DrafterVerdict, Verdict
 from nova_search.knobs import KNOBS
 from nova_search.measure.metrics import METRIC_NAMES, LevelResult
 from nova_search.measure.objectives import Objective
+from nova_search.results.capacity_table import CapacityRecord, capacity_record
 from nova_search.results.cost import GpuSeconds, gpu_time
 from nova_search.results.deploy import DeployAnswer
 from nova_search.results.model import OutputModel
@@ -134,6 +135,8 @@ class TrialRecord(TrialSummary):
     #: the trial this one retries (a dead worker's)
     retry_of: int | None
     paired: PairedRecord | None
+    #: the capacity search at the SLO (``spec.capacity``): what it found and every probe; null without
+    capacity: CapacityRecord | None = None
 
 
 class StudyDump(OutputModel):
@@ -219,6 +222,7 @@ def trial_record(trial: TrialResult, objectives: Sequence[Objective] = ()) -> Tr
         device_name=t.device_name,
         retry_of=t.retry_of,
         paired=PairedRecord.model_validate(t.paired.as_dict()) if t.paired else None,
+        capacity=capacity_record(t),
     )
 
 

@@ -1,6 +1,7 @@
 """Where a running study stands (``StudyStatus``): trials by state, the workers seen lately, the best so
-far per objective, an ETA and where the GPU time went. A pure function of ``results.StudyResults`` (and
-the current time), ``study_status``; ``report.status`` writes it as text.
+far per objective, an ETA, where the GPU time went, and the capacity at the SLO
+(``results.capacity_table``). A pure function of ``results.StudyResults`` (and the current time),
+``study_status``; ``report.status`` writes it as text.
 
 ``StudyStatus`` is the model of ``nova-search status STUDY --format json`` too: ``StatusOutput`` is it,
 then the deploy answer (``results.deploy``), one model per output (``results.model``).
@@ -28,6 +29,7 @@ from datetime import datetime
 from typing import Literal
 
 from nova_search.analysis import dominance
+from nova_search.results.capacity_table import CapacityRow, capacity_rows
 from nova_search.results.cost import GpuTime, gpu_time
 from nova_search.results.deploy import DeployAnswer
 from nova_search.results.model import OutputModel
@@ -73,7 +75,7 @@ def local_alive(host: str, pid: int | None) -> bool | None:
 
 
 #: metrics a server delivers per second: status also gives them per GPU the server held
-PER_GPU_METRICS = ("output_throughput", "total_token_throughput", "request_throughput", "goodput")
+PER_GPU_METRICS = ("output_throughput", "total_token_throughput", "request_throughput", "goodput", "capacity")
 
 
 class BestSoFar(OutputModel):
@@ -117,6 +119,8 @@ class StudyStatus(OutputModel):
     refused: int
     #: trials of the budget still to run; null without a budget
     remaining: int | None
+    #: capacity at the SLO (``spec.capacity``): stock, tuned, best, each drafter's best; empty without
+    capacity: tuple[CapacityRow, ...] = ()
 
 
 class StatusOutput(StudyStatus):
@@ -289,4 +293,5 @@ def study_status(
         gpu_time=gpu_time(results),
         refused=sum(1 for t in results.trials if t.state == "PRUNED" and not _launched(t)),
         remaining=None if budget is None else max(budget - results.budget_used, 0),
+        capacity=capacity_rows(results),
     )

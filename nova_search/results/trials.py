@@ -15,6 +15,7 @@ from typing import Any
 from nova_search.analysis import projection
 from nova_search.engine.command import deployable_argv
 from nova_search.knobs import EngineConfig
+from nova_search.measure.capacity import Capacity
 from nova_search.measure.metrics import LevelResult
 from nova_search.measure.objectives import Direction, Objective
 from nova_search.measure.records import Paired, ReferenceOutputs
@@ -66,6 +67,13 @@ class TrialResult:
     stage: str = "joint"
     #: windows measured again in ABBA pairs against the leader (``confirm``), None when not confirmed
     paired: Paired | None = None
+    #: the capacity search at the SLO (``spec.capacity``), None when it did not run
+    capacity: Capacity | None = None
+
+    @property
+    def figures(self) -> dict[str, float | None]:
+        """The trial's figures (capacity per GPU, cost, energy: ``Capacity.figures``); empty without."""
+        return self.capacity.figures() if self.capacity is not None else {}
 
     @property
     def key(self) -> str:

@@ -27,6 +27,7 @@ from nova_search.spec.reader import (
     parse_spec,
     redacted_spec,
 )
+from nova_search.spec.service_level import BoundSpec, CapacitySpec, SLOSpec
 from nova_search.spec.space import SpaceSpec, SpeculativeSpace
 from nova_search.spec.study import (
     STAGINGS,
@@ -34,7 +35,6 @@ from nova_search.spec.study import (
     ConstraintSpec,
     ObjectiveSpec,
     SamplerSpec,
-    SLOSpec,
     StudySpec,
     check_study_name,
     study_name_problem,
@@ -56,7 +56,9 @@ __all__ = [
     "STAGINGS",
     "ArrivalSpec",
     "BoolChoices",
+    "BoundSpec",
     "BudgetSpec",
+    "CapacitySpec",
     "ClosedArrival",
     "ConstraintSpec",
     "EngineDefaults",

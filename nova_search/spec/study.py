@@ -12,11 +12,17 @@ from pydantic import (
 )
 
 from nova_search.errors import SpecError
-from nova_search.measure.metrics import METRIC_NAMES
-from nova_search.measure.objectives import Condition, make_condition, parse_condition
+from nova_search.measure.objectives import (
+    KNOWN_METRICS,
+    Condition,
+    is_figure,
+    make_condition,
+    parse_condition,
+)
 from nova_search.spec._base import MAX_CORE, SPEC_METHODS, StrictModel
 from nova_search.spec.acceptance import device_problem
 from nova_search.spec.model_engine import EngineDefaults, EngineSpec, ModelSpec
+from nova_search.spec.service_level import CapacitySpec, SLOSpec
 from nova_search.spec.space import SpaceSpec
 from nova_search.spec.workload import SweepSpec, WorkloadSpec
 
@@ -26,17 +32,27 @@ At = int | Literal["best"]
 
 
 class ObjectiveSpec(StrictModel):
-    #: a LevelResult metric: output_throughput, ttft_p99_ms, goodput, ... (see Metric definitions)
+    #: a LevelResult metric (output_throughput, ttft_p99_ms, goodput, ...) or a trial figure of the
+    #: capacity search (capacity_per_gpu, capacity, cost_per_mtok, joules_per_token): see Metric definitions
     metric: str
     #: maximize or minimize
     direction: Literal["maximize", "minimize"]
-    #: a concurrency level of the sweep, or "best": the best value over all levels
+    #: a concurrency level of the sweep, or "best": the best value over all levels (a trial figure: best)
     at: At = "best"
 
     @field_validator("metric")
     @classmethod
     def _metric(cls, v: str) -> str:
         return _known_metric(v)
+
+    @model_validator(mode="after")
+    def _figure_level(self) -> ObjectiveSpec:
+        if is_figure(self.metric) and self.at != "best":
+            raise ValueError(
+                f"at: {self.metric} is one figure per trial (at the SLO, from the capacity search), not per "
+                "level: leave `at` out"
+            )
+        return self
 
     @property
     def name(self) -> str:
@@ -86,26 +102,9 @@ class ConstraintSpec(StrictModel):
 
 
 def _known_metric(v: str) -> str:
-    if v not in METRIC_NAMES:
-        raise ValueError(f"unknown metric {v!r}; valid: {', '.join(METRIC_NAMES)}")
+    if v not in KNOWN_METRICS:
+        raise ValueError(f"unknown metric {v!r}; valid: {', '.join(KNOWN_METRICS)}")
     return v
-
-
-class SLOSpec(StrictModel):
-    """Per-request latency limits (ms) that goodput counts: a request is good when it meets all."""
-
-    #: a request's time to first token must be at most this
-    ttft_ms: float | None = Field(default=None, gt=0, le=1e9)
-    #: a request's time per output token must be at most this
-    tpot_ms: float | None = Field(default=None, gt=0, le=1e9)
-    #: a request's end-to-end latency must be at most this
-    e2e_ms: float | None = Field(default=None, gt=0, le=1e9)
-
-    @model_validator(mode="after")
-    def _some(self) -> SLOSpec:
-        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
-            raise ValueError("give at least one of ttft_ms, tpot_ms, e2e_ms")
-        return self
 
 
 class BudgetSpec(StrictModel):
@@ -301,8 +300,11 @@ class StudySpec(StrictModel):
     objectives: list[ObjectiveSpec] = Field(min_length=1)
     #: SLOs a feasible trial meets: 'ttft_p99_ms <= 500 at concurrency 4' or a mapping
     constraints: list[ConstraintSpec] = Field(default_factory=list)
-    #: per-request SLO for goodput (leave out: every successful request counts as good)
+    #: what each request must meet: bounds 'ttft p99 <= 500' (goodput counts the requests that meet every
+    #: one; the capacity search judges loads by them). Leave out: every successful request counts as good
     slo: SLOSpec | None = None
+    #: after the sweep, search the most load a trial carries at the SLO (needs ``slo``); null: no search
+    capacity: CapacitySpec | None = None
     #: baseline trials enqueued first; "stock" runs the model on engine.defaults alone
     baselines: list[Literal["stock"]] = Field(default_factory=lambda: ["stock"])
     #: [joint] (one study), [tune], [tune, speculative], or [speculative] on a given ``tuned``
@@ -360,6 +362,35 @@ class StudySpec(StrictModel):
     def staged(self) -> bool:
         return self.stages != ["joint"]
 
+    @property
+    def closed_loop(self) -> bool:
+        return self.workload.arrival.kind == "closed"
+
+    def _capacity_problem(self) -> str | None:
+        """What in the capacity search, or in an objective or constraint on its figures, cannot run."""
+        figures = [(f"objectives.{i}.metric", o.metric) for i, o in enumerate(self.objectives)]
+        figures += [(f"constraints.{i}.metric", c.metric) for i, c in enumerate(self.constraints)]
+        figures = [(where, m) for where, m in figures if is_figure(m)]
+        cap = self.capacity
+        if cap is None:
+            if figures:
+                where, m = figures[0]
+                return f"{where}: {m} comes from the capacity search: add `capacity:` (and an `slo`)"
+            return None
+        if self.slo is None:
+            return "capacity: the search judges each load by the SLO: add `slo:` with at least one bound"
+        if self.closed_loop and (problem := cap.closed_loop_problem()):
+            return problem
+        for where, m in figures:
+            if m == "cost_per_mtok" and not cap.gpu_hour_usd:
+                return f"{where}: cost_per_mtok needs a price: capacity.gpu_hour_usd (e.g. {{H100: 2.5}})"
+            if m == "joules_per_token" and self.engine.device != "cuda":
+                return (
+                    f"{where}: joules_per_token needs the GPU's power draw (nvidia-smi), and engine.device "
+                    f"is {self.engine.device}: the CPU build has no power reading"
+                )
+        return None
+
     @model_validator(mode="after")
     def _levels_exist(self) -> StudySpec:
         levels = set(self.sweep.concurrency)
@@ -383,6 +414,8 @@ class StudySpec(StrictModel):
                     "(engine.device is cpu); use keep or auto"
                 )
         if problem := device_problem(self):  # synthetic acceptance on the CPU build (spec/acceptance.py)
+            raise ValueError(problem)
+        if problem := self._capacity_problem():
             raise ValueError(problem)
         names = [o.name for o in self.objectives]
         if len(set(names)) != len(names):

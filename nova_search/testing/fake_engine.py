@@ -3,8 +3,10 @@
 flags), answers on --host/--port with the API key from its --config file (as vLLM reads it), and
 serves the stand-in's OpenAI streaming API. Unknown vLLM flags are accepted and ignored.
 
-Environment knobs: FAKE_ENGINE_BOOT_S (seconds before it listens, default 0.2), FAKE_ENGINE_ITL_S
-(default 0.002), FAKE_ENGINE_CHILD=1 (also spawn a child process in the same group, like vLLM's
+Environment knobs: FAKE_ENGINE_BOOT_S (seconds before it listens, default 0.2), FAKE_ENGINE_TTFT_S
+(default 0.005), FAKE_ENGINE_ITL_S (default 0.002), FAKE_ENGINE_KNEE=N (a known saturation point: past N
+requests in flight every delay stretches in proportion), FAKE_ENGINE_ERROR_EVERY=N (HTTP 500 for every
+Nth request), FAKE_ENGINE_CHILD=1 (also spawn a child process in the same group, like vLLM's
 engine core, to prove group teardown), FAKE_ENGINE_REFUSE=FLAG (exit 1 at boot, with an error in its
 log, when FLAG is in its argv: a configuration the engine cannot run), FAKE_ENGINE_SLOW_WITH=FLAG (4
 times the delays when FLAG is in its argv: a configuration that is plainly worse), FAKE_ENGINE_FAST_WITH=FLAG
@@ -75,9 +77,11 @@ def main(argv: list[str] | None = None) -> None:
         on_sleep=on_sleep,
         model=args.served_model_name or args.model,
         api_key=_api_key(args.config),
-        ttft_s=0.005 * factor,
+        ttft_s=float(os.environ.get("FAKE_ENGINE_TTFT_S") or "0.005") * factor,
         token_shift=1 if _synthetic_acceptance(given) else 0,
         itl_s=float(os.environ.get("FAKE_ENGINE_ITL_S") or "0.002") * factor,
+        knee_in_flight=int(os.environ.get("FAKE_ENGINE_KNEE") or "0"),
+        error_every=int(os.environ.get("FAKE_ENGINE_ERROR_EVERY") or "0"),
     )
     asyncio.run(serve(options, args.host, args.port, False))  # until SIGTERM or SIGINT
     if record:

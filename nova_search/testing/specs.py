@@ -22,7 +22,10 @@ FAKE_ENGINE_ENV = {
     name: f"${{{name}:-{default}}}"
     for name, default in (
         ("FAKE_ENGINE_BOOT_S", "0.2"),
+        ("FAKE_ENGINE_TTFT_S", "0.005"),
         ("FAKE_ENGINE_ITL_S", "0.002"),
+        ("FAKE_ENGINE_KNEE", "0"),
+        ("FAKE_ENGINE_ERROR_EVERY", "0"),
         ("FAKE_ENGINE_CHILD", ""),
         ("FAKE_ENGINE_REFUSE", ""),
         ("FAKE_ENGINE_SLOW_WITH", ""),

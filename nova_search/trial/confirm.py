@@ -60,7 +60,7 @@ from nova_search.loadgen.client import Target
 from nova_search.loadgen.prompts import level_seed, prompt_source
 from nova_search.measure import objectives as obj
 from nova_search.measure.feasibility import holds, meets_constraints
-from nova_search.measure.metrics import LevelResult, RequestSLO, combine_repeats, summarize
+from nova_search.measure.metrics import LevelResult, combine_repeats, summarize
 from nova_search.measure.records import Paired
 from nova_search.trial.context import Measurement, TrialContext
 from nova_search.trial.residency import finished_trials
@@ -168,12 +168,14 @@ class _Side:
     warm: set[int]
 
 
-def wants_confirmation(trial: optuna.Trial, ctx: TrialContext, levels: Sequence[LevelResult]) -> str | None:
+def wants_confirmation(
+    trial: optuna.Trial, ctx: TrialContext, levels: Sequence[LevelResult], figures: obj.Figures | None = None
+) -> str | None:
     """Why the trial is not confirmed (None: it is)."""
     spec = ctx.spec
     assert spec.confirm is not None
     conditions = [c.condition for c in spec.constraints]
-    if not holds(obj.constraint_values(levels, conditions)):
+    if not holds(obj.constraint_values(levels, conditions, figures)):
         return "it breaks a constraint"
     if ctx.stage == "speculative":
         return None
@@ -205,7 +207,7 @@ def confirm_trial(
     server, by_level, requests_path = measured.server, measured.by_level, measured.requests_path
     timing, record_level = measured.timing, measured.record_level
     source = prompt_source(spec.workload, spec.model)
-    slos = (RequestSLO(**spec.slo.model_dump()),) if spec.slo else None
+    slos = (spec.slo.to_slo(),) if spec.slo else None
     name = served_name(spec.model)
     leader = slot.leader
     levels = [c for c in spec.sweep.concurrency if not rule.levels or c in rule.levels]

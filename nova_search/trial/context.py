@@ -161,11 +161,13 @@ RecordLevel = Callable[[LevelResult, dict[str, float]], None]
 @dataclass
 class Measurement:
     """The trial's server and what it measured: per level, its windows in sweep order (the sweep
-    fills them, confirmation adds its own), where its request records go, its timing, and where a
-    level goes once measured (``record_level``: nova's tables)."""
+    fills them, confirmation adds its own), where its request records go, its timing, where a
+    level goes once measured (``record_level``: nova's tables), and the capacity search's figures."""
 
     server: Server
     requests_path: Path
     timing: dict[str, float]
     record_level: RecordLevel
     by_level: dict[int, list[LevelResult]] = field(default_factory=dict)
+    #: the trial's figures once its capacity search has run (``Capacity.figures``); empty before
+    figures: dict[str, float | None] = field(default_factory=dict)

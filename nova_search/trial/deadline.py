@@ -22,7 +22,8 @@ def trial_timeout_s(spec: StudySpec) -> float:
     """How long a trial may take (``sweep.trial_timeout_s``, else derived): twice the worst its plan can
     take with every request at its timeout: two boots and stops (the trial's server and a slot
     leader's), the reference outputs (one request at a time), and at each level the warmup and the
-    windows (``ceil(requests / concurrency)`` rounds of requests, or ``duration_s`` plus one timeout).
+    windows (``ceil(requests / concurrency)`` rounds of requests, or ``duration_s`` plus one timeout),
+    and each of the capacity search's probes at its worst (one request at a time, or ``duration_s``).
     A wedged server is usually failed long before, by the level's error budget."""
     sweep, engine = spec.sweep, spec.engine
     if sweep.trial_timeout_s is not None:
@@ -36,6 +37,12 @@ def trial_timeout_s(spec: StudySpec) -> float:
         else:
             window = (sweep.duration_s or 0.0) + timeout
         total += sweep.repeats * window
+    if spec.capacity is not None:  # a probe warms up in one round, then sends its requests
+        if sweep.requests is not None:
+            probe = (1 + sweep.requests) * timeout
+        else:
+            probe = timeout + (sweep.duration_s or 0.0) + timeout
+        total += spec.capacity.max_probes * probe
     return 2 * total
 
 

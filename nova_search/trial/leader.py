@@ -56,7 +56,7 @@ class LeaderPolicy:
         if slot.park is None or ctx.spec.confirm is None:
             return False, ""
         levels = [combine_repeats(ws) for ws in measured.by_level.values()]
-        skip = wants_confirmation(trial, ctx, levels)
+        skip = wants_confirmation(trial, ctx, levels, measured.figures)
         asleep = False
         notes = []
         if skip is None:
@@ -70,9 +70,9 @@ class LeaderPolicy:
             notes.append(f"confirmed {whom}: {p.pairs} pair(s), {p.stopped or 'cut short'}")
         else:
             notes.append(f"not confirmed: {skip}")
-        value = obj.objective_values(levels, ctx.spec.objectives)[0]
+        value = obj.objective_values(levels, ctx.spec.objectives, measured.figures)[0]
         conditions = [c.condition for c in ctx.spec.constraints]
-        feasible = holds(obj.constraint_values(levels, conditions))
+        feasible = holds(obj.constraint_values(levels, conditions, measured.figures))
         if value is None or not feasible or not server.alive():
             return False, "; ".join(notes)
         role = retrying(lambda: schema.role_of(trial.user_attrs), ctx.storage_retry_s, "read a trial in")

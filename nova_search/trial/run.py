@@ -3,7 +3,8 @@
 
     spec -> search.configs.sample -> EngineConfig -> search.rules -> engine.command -> Server
       -> leader.prepare -> boot -> reference outputs -> sweep.measure (per level: trial.window ->
-         measure.metrics.summarize -> LevelResult, stored) -> leader.settle
+         measure.metrics.summarize -> LevelResult, stored) -> capacity_search.measure_capacity (capacity:
+         probes at the SLO -> Capacity, stored) -> leader.settle
       -> objectives -> values + constraints                                    -> server torn down
 
 Whatever the trial raises is classified (``failure.classify``) and recorded on the trial, then raised
@@ -37,12 +38,14 @@ from nova_search.knobs import EngineConfig
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.reference import collect_outputs, reference_prompts
 from nova_search.measure import objectives as obj
+from nova_search.measure.capacity import Capacity
 from nova_search.measure.metrics import LevelResult, combine_repeats
 from nova_search.results.launch import serve_argv
 from nova_search.search.configs import baseline_config, sample, with_graph_sizes
 from nova_search.search.placement import server_gpus
 from nova_search.search.rules import incompatibilities
 from nova_search.spec import StudySpec
+from nova_search.trial.capacity_search import measure_capacity
 from nova_search.trial.confirm import LEADER_REQUESTS_FILE
 from nova_search.trial.context import Measurement, TrialContext
 from nova_search.trial.deadline import TrialDeadline, trial_timeout_s
@@ -109,6 +112,8 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
     _set(trial, ctx, schema.SERVER_LOG, str(log_path))
     timing: dict[str, float] = {}
     levels: list[LevelResult] = []
+    capacity: Capacity | None = None
+    figures: dict[str, float | None] = {}  # the capacity search's, once it has run
     kept, confirmed = False, ""  # the server stays up as the slot's leader (confirm), and what it did
     slot.track(server)
 
@@ -154,6 +159,9 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
 
             measured = Measurement(server, requests_path, timing, record_level)
             measure(trial, ctx, progress, measured, target, config.speculative is not None)
+            if spec.capacity is not None:
+                capacity = measure_capacity(trial, ctx, progress, measured, target, gpus, config.gpus)
+                figures = measured.figures
             kept, confirmed = leader.settle(measured)
             confirmed = "; ".join(x for x in (*notes, confirmed) if x)
             levels = [combine_repeats(ws) for ws in measured.by_level.values()]
@@ -180,16 +188,22 @@ def run_trial(trial: optuna.Trial, ctx: TrialContext) -> list[float]:
         if ctx.artifact_store is not None:
             upload_files(trial, ctx.artifact_store, [requests_path, log_path, leader_requests])
 
-    values = obj.objective_values(levels, spec.objectives)
+    values = obj.objective_values(levels, spec.objectives, figures)
     missing = [o.name for o, v in zip(spec.objectives, values, strict=True) if v is None]
     if missing:
-        e = TrialFailure("errors", f"objective(s) undefined: {', '.join(missing)}")
+        undefined = f"objective(s) undefined: {', '.join(missing)}"
+        if capacity is not None and capacity.status == "indeterminate":
+            e = TrialFailure("indeterminate", f"{undefined}: {capacity.text()}")
+        else:
+            e = TrialFailure("errors", undefined)
         record_failure(trial, e.reason, e.message, "", ctx.storage_retry_s)
         raise e
-    for name, value in obj.constraint_values(levels, [c.condition for c in spec.constraints]).items():
+    conditions = [c.condition for c in spec.constraints]
+    for name, value in obj.constraint_values(levels, conditions, figures).items():
         retrying(lambda n=name, v=value: trial.set_constraint(n, v), ctx.storage_retry_s, "set_constraint")
     result = [float(v) for v in values if v is not None]
     summary = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(spec.objectives, result, strict=True))
+    summary += f" · {capacity.text()}" if capacity is not None else ""
     summary += f" · {confirmed}" if confirmed else ""
     _set(trial, ctx, schema.SUMMARY, summary)
     return result

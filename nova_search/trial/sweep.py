@@ -20,7 +20,7 @@ from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import chunk_rate
 from nova_search.loadgen.prompts import JsonlSource, level_seed, prompt_source
 from nova_search.measure.feasibility import meets_constraints
-from nova_search.measure.metrics import LevelResult, RequestSLO, combine_repeats, summarize
+from nova_search.measure.metrics import LevelResult, combine_repeats, summarize
 from nova_search.trial.context import Measurement, TrialContext, TrialReporter
 from nova_search.trial.failure import record_failure
 from nova_search.trial.window import keep_requests, run_window, store_levels, warmup_prompts, write_attr
@@ -45,7 +45,7 @@ def measure(
     server, timing, requests_path = measured.server, measured.timing, measured.requests_path
     sweep = spec.sweep
     source = prompt_source(spec.workload, spec.model)
-    slos = (RequestSLO(**spec.slo.model_dump()),) if spec.slo else None
+    slos = (spec.slo.to_slo(),) if spec.slo else None
     levels: list[LevelResult] = []
     by_level = measured.by_level
     warnings: list[str] = []

@@ -21,7 +21,8 @@ from nova_search.loadgen.prompts import PromptSource, level_seed
 from nova_search.loadgen.runner import LevelPlan, PromptStream, take
 from nova_search.measure.metrics import HEADLINE, LevelResult, combine_repeats
 from nova_search.measure.records import LevelRun
-from nova_search.spec import StudySpec
+from nova_search.measure.slo import MissRule
+from nova_search.spec import ArrivalSpec, StudySpec
 
 #: added to a window's seed for each re-run of a client-bound window (new prompts, same workload)
 RERUN_SEED_STEP = 7_919
@@ -50,9 +51,14 @@ def run_window(
     warmup: Sequence[object],
     expected: float | None = None,
     on_progress: Progress | None = None,
+    arrival: ArrivalSpec | None = None,
+    miss_rule: MissRule | None = None,
 ) -> LevelRun:
     """Measure one window of ``seed``'s prompts at ``concurrency`` on ``target``; ``on_progress`` gets
-    its finished requests as it goes (``loadgen.procs.run_level``)."""
+    its finished requests as it goes (``loadgen.procs.run_level``). ``arrival``: how requests arrive
+    (default: the workload's); ``miss_rule``: a capacity probe's, which replaces the error budget (its
+    failed requests miss the SLO: the window is abandoned once clearly over saturation, and never fails
+    the trial for its errors)."""
     sweep = spec.sweep
 
     def plan_for(attempt: int) -> LevelPlan:
@@ -66,9 +72,10 @@ def run_window(
             request_timeout_s=sweep.request_timeout_s,
             metrics_url=f"{target.base_url}/metrics",
             metrics_interval_s=sweep.metrics_interval_s,
-            arrival=spec.workload.arrival,
+            arrival=arrival if arrival is not None else spec.workload.arrival,
             arrival_seed=run_seed,
-            max_errors=error_budget(spec),
+            max_errors=error_budget(spec) if miss_rule is None else None,
+            miss_rule=miss_rule,
         )
 
     return measure_level(target, plan_for, client_plan(spec), expected, on_progress)
@@ -84,9 +91,12 @@ def error_budget(spec: StudySpec) -> int | None:
     return math.floor(sweep.max_error_rate * sweep.requests + 1e-9)  # 0.29 * 100 is 28.999...96
 
 
-def keep_requests(path: Path, run: LevelRun, *, level: int, repeat: int, origin: float) -> None:
-    """Append the window's requests to a trial's requests file (never raises)."""
-    append_jsonl(path, request_rows(run.records, level=level, repeat=repeat, origin=origin))
+def keep_requests(
+    path: Path, run: LevelRun, *, level: int, repeat: int, origin: float, probe: float | None = None
+) -> None:
+    """Append the window's requests to a trial's requests file (never raises); ``probe``: the load of a
+    capacity probe's window."""
+    append_jsonl(path, request_rows(run.records, level=level, repeat=repeat, origin=origin, probe=probe))
 
 
 def write_attr(trial: optuna.Trial, attr: schema.Attr[Any], value: Any, retry_s: float) -> None:

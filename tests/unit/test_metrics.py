@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from nova_search.engine.probe import parse_metrics
-from nova_search.measure.metrics import METRIC_NAMES, LevelResult, RequestSLO, engine_summary, summarize
+from nova_search.measure.metrics import METRIC_NAMES, LevelResult, engine_summary, summarize
 from nova_search.measure.records import EngineSample, LevelRun, RequestRecord
+from nova_search.measure.slo import SLO, Bound
 
 
 def ok(send: float, chunks: list[tuple[float, int]], prompt: int = 10) -> RequestRecord:
@@ -516,6 +517,10 @@ R4 = ok(2.0, [(2.4, 1), (2.45, 1), (2.5, 1)])  # TTFT 400, TPOT 50, E2E 500
 ONE_TOKEN = ok(3.0, [(3.05, 1)])  # TTFT 50, E2E 50, TPOT undefined
 
 
+def RequestSLO(**bounds: float) -> SLO:  # noqa: N802 - the spec's short fields: bounds at p100
+    return SLO(tuple(Bound(k.removesuffix("_ms"), 100.0, v) for k, v in bounds.items()))
+
+
 def test_goodput_without_slos_is_request_throughput() -> None:
     res = summarize(run_of(R1, R2, R3, R4))
     assert res.goodput == res.request_throughput == pytest.approx(3 / 2.0)
@@ -549,8 +554,8 @@ def test_tpot_bound_does_not_apply_to_one_token_outputs() -> None:
 
 
 def test_failed_and_chunkless_requests_never_meet_an_slo() -> None:
-    assert not RequestSLO().met_by(R3)
-    assert RequestSLO().met_by(R1)  # no bound: any successful request
+    assert not RequestSLO(e2e_ms=1e9).met_by(R3)
+    assert RequestSLO(e2e_ms=1e9).met_by(R1)
     chunkless = RequestRecord(send_time=0.0, end_time=0.1, success=True)
     assert not RequestSLO(ttft_ms=1000.0).met_by(chunkless)
     assert RequestSLO(tpot_ms=10.0).met_by(chunkless)
@@ -563,7 +568,7 @@ def test_goodput_rate_undefined_without_requests() -> None:
 
 @pytest.mark.parametrize("kw", [{"ttft_ms": 0.0}, {"tpot_ms": -1.0}, {"e2e_ms": float("nan")}])
 def test_request_slo_rejects_non_positive_bounds(kw: dict[str, float]) -> None:
-    with pytest.raises(ValueError, match="RequestSLO"):
+    with pytest.raises(ValueError, match="max_ms"):
         RequestSLO(**kw)
 
 

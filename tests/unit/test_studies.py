@@ -11,6 +11,7 @@ import pytest
 
 from nova_search.engine.command import config_args
 from nova_search.errors import SpecError
+from nova_search.measure.slo import wilson
 from nova_search.search.configs import sample, tuned_config
 from nova_search.search.rules import Facts, incompatibilities
 from nova_search.spec import load_spec
@@ -110,3 +111,16 @@ def test_every_gpu_example_measures_at_least_three_windows_a_level() -> None:
         spec = load_spec(path)
         confirmed = spec.confirm is not None and spec.confirm.min_pairs >= MIN_SAMPLES
         assert spec.sweep.repeats >= MIN_SAMPLES or confirmed, path.name
+
+
+def test_the_h100_capacity_study_searches_capacity_per_gpu_at_a_decidable_slo() -> None:
+    spec = load_spec(STUDIES / "experiments" / "h100-qwen3-8b-capacity.yaml", [])
+    assert spec.engine.device == "cuda" and spec.capacity is not None and spec.slo is not None
+    assert spec.objectives[0].metric == "capacity_per_gpu"
+    plan = spec.capacity.plan(spec.closed_loop)
+    assert (plan.unit, plan.start, plan.max_probes) == ("concurrency", 32.0, 7)
+    # every probe a count of requests (a probe over saturation stops early), enough to decide p90 when
+    # every request meets it: Wilson's lower end of 200/200 at 95 % lies above 0.9
+    slo = spec.slo.to_slo()
+    assert spec.sweep.requests == 200
+    assert all(wilson(200, 200, slo.confidence)[0] >= b.threshold for b in slo.bounds)

@@ -24,6 +24,7 @@ from typing import Any
 from nova_search.measure.objectives import Objective
 from nova_search.report.data import throughput_table
 from nova_search.report.markdown import table as md_table
+from nova_search.results.capacity_table import capacity_rows
 from nova_search.results.cost import gpu_time
 from nova_search.results.select import best_trials, objective_of, stock_trial, tuned_baseline
 from nova_search.results.trials import StudyResults, TrialResult
@@ -152,6 +153,8 @@ def trial_note_markdown(trial: TrialResult, objectives: Sequence[Objective] = ()
         parts.append("### Profile per concurrency\n\n" + md_table(headers, rows))
     elif trial.state != "PRUNED":
         parts.append("No level was measured.")
+    if trial.capacity is not None:
+        parts.append(_capacity_trial_markdown(trial))
     if trial.constraints:
         parts.append(_constraints_markdown(trial))
     if trial.warnings:
@@ -159,6 +162,54 @@ def trial_note_markdown(trial: TrialResult, objectives: Sequence[Objective] = ()
     if trial.argv:
         parts.append("### Launch command\n\n" + _fence(shlex.join(trial.argv), "bash"))
     return "\n\n".join(parts) + "\n"
+
+
+def _capacity_trial_markdown(trial: TrialResult) -> str:
+    """The capacity search of a trial: what it found, cost and energy, then each probe."""
+    c = trial.capacity
+    assert c is not None
+    lines = [f"### Capacity at the SLO\n\n**{_cell(c.text())}**"]
+    if c.status == "found":
+        cost = c.cost_per_mtok
+        energy = c.joules_per_token
+        lines.append(
+            f"cost: {_cell(cost, '.4g') + ' $/Mtok' if cost is not None else _cell(c.cost_note)} · "
+            f"energy: {_cell(energy, '.4g') + ' J/token' if energy is not None else _cell(c.energy_note)}"
+        )
+    rows = [
+        [
+            c.load_text(p.load),
+            p.verdict + (" (abandoned)" if p.abandoned else ""),
+            f"{p.counts.met}/{p.counts.planned or p.counts.measured}",
+            f"[{p.judgement.low:.3f}, {p.judgement.high:.3f}]",
+            _cell(p.request_throughput, ".3g"),
+            _cell(p.energy_j, ".4g"),
+        ]
+        for p in c.probes
+    ]
+    headers = ["load", "verdict", "met every bound", "attainment interval", "req/s", "energy J"]
+    lines.append(md_table(headers, rows, text=("load", "verdict")))
+    return "\n\n".join(lines)
+
+
+def _capacity_study_markdown(results: StudyResults) -> str | None:
+    """Capacity at the SLO: stock, tuned, best, each drafter's best (``results.capacity_table``)."""
+    rows = capacity_rows(results)
+    if not rows:
+        return None
+    table = [
+        [
+            c.which,
+            c.trial,
+            c.status,
+            _cell(c.capacity_rps_per_gpu, ".4g"),
+            _cell(c.cost_per_mtok, ".4g"),
+            _cell(c.joules_per_token, ".4g"),
+        ]
+        for c in rows
+    ]
+    headers = ["which", "trial", "status", "req/s per GPU", "$ per Mtok", "J per token"]
+    return f"## Capacity at {rows[0].slo}\n\n" + md_table(headers, table, text=("which", "status"))
 
 
 def _constraints_markdown(trial: TrialResult) -> str:
@@ -273,6 +324,8 @@ def study_note_markdown(results: StudyResults, policy_markdown: str | None = Non
         section.append("No feasible COMPLETE trial yet.")
     parts.append("\n\n".join(section))
 
+    if (capacity := _capacity_study_markdown(results)) is not None:
+        parts.append(capacity)
     if policy_markdown and policy_markdown.strip():
         parts.append(policy_markdown.strip())
     parts.append(

@@ -207,6 +207,53 @@ def cost_section(data: ReportData) -> Section:
     )
 
 
+CAPACITY_HEADERS = (
+    "which",
+    "trial",
+    "status",
+    "load",
+    "req/s",
+    "req/s per GPU",
+    "out tok/s",
+    "$ per 1M output tokens",
+    "J per token",
+)
+
+
+def capacity_section(data: ReportData) -> Section:
+    """Capacity at the SLO: stock, tuned, best, each drafter's best (``results.capacity_table``)."""
+    title = "Capacity at the SLO"
+    if not data.capacity:
+        return _section(
+            title, [missing_note("No capacity search in this study (spec `capacity`).")], "capacity"
+        )
+    rows = [
+        [
+            c.which,
+            c.trial,
+            c.status if c.done else f"{c.status} (searching)",
+            c.load,
+            c.capacity_rps,
+            c.capacity_rps_per_gpu,
+            c.output_tok_s,
+            c.cost_per_mtok,
+            c.joules_per_token,
+        ]
+        for c in data.capacity
+    ]
+    parts = [
+        paragraph(
+            f"The most load each trial carries at {data.capacity[0].slo}: doubling then bisection inside the "
+            "trial; indeterminate where a load's interval straddles the SLO (no number is made up)."
+        ),
+        table(list(CAPACITY_HEADERS), rows, "capacity"),
+    ]
+    parts += [paragraph(f"{c.which} (trial {c.trial}): {c.text}") for c in data.capacity]
+    notes = dict.fromkeys(n for c in data.capacity for n in (c.cost_note, c.energy_note) if n)
+    parts += [paragraph(n) for n in notes]
+    return _section(title, parts, "capacity")
+
+
 #: how the search-cost table names where the GPU time went
 GPU_TIME_PLACES = {"windows": "inside measurement windows", "boot": "booting", "failed_boot": "failed boots"}
 
@@ -330,6 +377,7 @@ SECTIONS: tuple[Callable[[ReportData], Section], ...] = (
     summary_section,
     throughput_section,
     verdict_section,
+    capacity_section,
     latency_section,
     cost_section,
     gpu_time_section,

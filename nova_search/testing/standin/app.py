@@ -242,16 +242,18 @@ class StandinApp:
             st = self._stats
             st.in_flight += 1
             st.max_in_flight = max(st.max_in_flight, st.in_flight)
+            # past the knee the batch is compute-bound: every delay stretches with the requests in flight
+            stretch = max(1.0, st.in_flight / opts.knee_in_flight) if opts.knee_in_flight else 1.0
             self._engine.prompt_tokens += n_prompt
             self._engine.prefix_queries += n_prompt
             self._engine.kv_tokens += n_prompt
         held = [n_prompt]  # KV tokens this request holds, released however it ends
         try:
             if body.get("stream"):
-                ok = await self._stream(writer, body, n_prompt, max_tokens, drop, held, chat)
+                ok = await self._stream(writer, body, n_prompt, max_tokens, drop, held, chat, stretch)
             else:
                 ids = bool(body.get("return_token_ids"))
-                ok = await self._whole(writer, n_prompt, max_tokens, drop, keep, held, chat, ids)
+                ok = await self._whole(writer, n_prompt, max_tokens, drop, keep, held, chat, stretch, ids)
         finally:
             with self._lock:
                 self._stats.in_flight -= 1
@@ -301,6 +303,7 @@ class StandinApp:
         drop: bool,
         held: list[int],
         chat: bool,
+        stretch: float = 1.0,
     ) -> bool:
         opts = self.options
         stream_options = body.get("stream_options") or {}
@@ -323,10 +326,10 @@ class StandinApp:
                 )
             )
             await writer.drain()
-        await asyncio.sleep(opts.ttft_s)
+        await asyncio.sleep(opts.ttft_s * stretch)
         for i, (n, done) in enumerate(self._chunks(max_tokens)):
             if i:
-                await asyncio.sleep(opts.itl_s)
+                await asyncio.sleep(opts.itl_s * stretch)
             if drop and i == opts.drop_after_chunks:
                 await writer.drain()
                 return False
@@ -358,14 +361,15 @@ class StandinApp:
         keep: bool,
         held: list[int],
         chat: bool,
+        stretch: float = 1.0,
         token_ids: bool = False,
     ) -> bool:
         opts = self.options
         ids: list[int] = []
-        await asyncio.sleep(opts.ttft_s)
+        await asyncio.sleep(opts.ttft_s * stretch)
         for i, (n, done) in enumerate(self._chunks(max_tokens)):
             if i:
-                await asyncio.sleep(opts.itl_s)
+                await asyncio.sleep(opts.itl_s * stretch)
             ids.extend(self._token(done - n + j) for j in range(n))
             self._account(n)
             held[0] += n

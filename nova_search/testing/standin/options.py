@@ -15,6 +15,9 @@ class StandinOptions:
     ttft_s: float = 0.0
     #: delay between chunks
     itl_s: float = 0.0
+    #: a known saturation point: with more than this many requests in flight when a request arrives,
+    #: its TTFT and ITL stretch in proportion (in flight / knee), as a compute-bound batch does; 0: never
+    knee_in_flight: int = 0
     #: send cumulative ``usage`` in every chunk when the request asks for ``continuous_usage_stats``
     #: (as vLLM does); False: only the final usage chunk
     running_usage: bool = True
@@ -49,6 +52,8 @@ class StandinOptions:
             raise ValueError("tokens_per_chunk must be >= 1")
         if self.ttft_s < 0 or self.itl_s < 0:
             raise ValueError("ttft_s and itl_s must be >= 0")
+        if self.knee_in_flight < 0:
+            raise ValueError("knee_in_flight must be >= 0")
 
 
 @dataclass
