@@ -182,3 +182,25 @@ def test_a_study_on_a_trace_measures_its_speeds_and_every_reader_shows_the_trace
     assert "prompt tokens" in html and "requests per second over the trace" in html
     assert "What to deploy" in nova_ok("policy", "trace-study", "--storage", url)
     assert "trace-study" in nova_ok("status", "trace-study", "--storage", url)
+
+
+def test_create_and_validate_refuse_a_bad_trace_by_its_line_before_anything_is_written(tmp_path) -> None:
+    rows = _bursty(5)
+    text = "".join(json.dumps(r) + "\n" for r in rows[:3]) + '{"timestamp": 9999, "input_length": -4}\n'
+    (tmp_path / "trace.jsonl").write_text(text)
+    raw = minimal_spec_dict(
+        workload={"kind": "trace", "path": str(tmp_path / "trace.jsonl")},
+        sweep={"speeds": [1], "requests": 3},
+    )
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(raw))
+    db = tmp_path / "s.db"
+    for command in (("validate", str(spec_file)), ("create", str(spec_file), "--storage", f"sqlite:///{db}")):
+        r = nova(*command)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "workload.path: " in r.stderr and "trace.jsonl line 4: no output_length" in r.stderr, r.stderr
+    assert not db.exists()
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    r = nova("create", str(spec_file), "--storage", f"sqlite:///{db}")
+    assert r.returncode == 2 and "sweep.requests: 3 requests a window, but" in r.stderr, r.stderr
+    assert not db.exists()
