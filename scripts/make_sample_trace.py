@@ -83,8 +83,8 @@ def make(seed: int = SEED) -> list[dict[str, object]]:
             n_full = n_in // BLOCK
             full = full[:n_full] + fresh(n_full - len(full[:n_full]))
             hash_ids = full + (fresh(1) if n_in % BLOCK else [])
-            row = {"timestamp": int(t * 1000), "input_length": n_in, "output_length": n_out, "hash_ids": hash_ids}
-            rows.append((t, len(rows), row))
+            row = {"timestamp": int(t * 1000), "input_length": n_in, "output_length": n_out}
+            rows.append((t, len(rows), {**row, "hash_ids": hash_ids}))
             context = n_in + n_out
             t += 2.0 + float(rng.exponential(25.0))  # the answer read, the next message typed
     rows.sort(key=lambda r: (r[0], r[1]))
