@@ -238,12 +238,14 @@ PARENT: Attr[str] = _attr("parent", _same, _text)
 BASE: Attr[StageBase] = _attr("base", StageBase.as_dict, StageBase.from_dict)
 #: the deploy answer's JSON (``results.deploy.DeployAnswer``, versioned by its own ``schema_version``)
 DEPLOY: Attr[dict[str, Any]] = _attr("deploy", _same, _mapping)
+#: a trace workload's summary, read at ``create`` (``loadgen.trace.trace_summary``): the report's histograms
+TRACE: Attr[dict[str, Any]] = _attr("trace", _same, _mapping)
 
 TRIAL_ATTRS: tuple[Attr[Any], ...] = (
     ROLE, CONFIG, ARGV, LEVELS, REPEATS, INTERVALS, SATURATION, REFERENCE, WARNINGS, TIMING,
     ENGINE_VERSION, WORKER, SUMMARY, REASON, MESSAGE, LOG_TAIL, SERVER_LOG, PAIRED, DEPLOY_ARGV, CAPACITY,
 )  # fmt: skip
-STUDY_ATTRS: tuple[Attr[Any], ...] = (SPEC, STAGE, PARENT, BASE, DEPLOY)
+STUDY_ATTRS: tuple[Attr[Any], ...] = (SPEC, STAGE, PARENT, BASE, DEPLOY, TRACE)
 #: a study *system* attribute (beside optuna-dashboard's notes): the numbers of the trials whose
 #: dashboard notes are written (``report.dashboard.publish.after_trial``)
 NOTED: Attr[tuple[int, ...]] = _attr("dashboard:noted", list, lambda v: tuple(int(x) for x in v))

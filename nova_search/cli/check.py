@@ -148,10 +148,15 @@ def validate(
     spec_path: Annotated[str, typer.Argument(metavar="SPEC.yaml")],
     set_: SetOpt = None,
 ) -> None:
-    """Validate a spec (with overrides) and print it as the study will store it."""
+    """Validate a spec (with overrides) and print it as the study will store it. A trace workload's
+    trace is read and checked too."""
     import yaml
 
     from nova_search.spec import redacted_spec
 
     spec = load_spec(spec_path, list(set_ or []))
+    if spec.workload.kind == "trace":
+        from nova_search.loadgen.replay import read_checked
+
+        read_checked(spec.workload, spec.sweep)
     console.print(yaml.safe_dump(redacted_spec(spec), sort_keys=False), highlight=False)

@@ -193,10 +193,13 @@ def best_cmd(
         extra = f" with {' and '.join(str(c) for c in conditions)}" if conditions else ""
         raise NothingQualifies(f"no feasible COMPLETE trial in study {study!r}{extra}")
     bound = [t for t in found if t.client_bound_levels]
+    from nova_search.spec import level_name
+
     for t in bound:
         err_console.print(
-            f"[yellow]warning:[/] trial {t.key} was client-bound at concurrency "
-            f"{', '.join(map(str, t.client_bound_levels))}: the load generator may have set those figures"
+            f"[yellow]warning:[/] trial {t.key} was client-bound at "
+            f"{', '.join(level_name(c, results.replays_trace) for c in t.client_bound_levels)}: the load "
+            "generator may have set those figures"
         )
     tuned = tuned_baseline(results)
     if tuned is not None and found[0].key != tuned.key:

@@ -121,7 +121,7 @@ def _work(
     reporting: contextlib.AbstractContextManager = (
         contextlib.nullcontext(JsonReporter(sys.stdout, study_name))
         if log_format == "json"
-        else RichReporter(console, spec.budget.n_trials, objectives)
+        else RichReporter(console, spec.budget.n_trials, objectives, spec.level_name)
     )
     with reporting as reporter:
         try:

@@ -9,6 +9,8 @@
   its own random suffix of ``input_len`` tokens.
 - ``jsonl``: conversations from a file (OpenAI ``messages`` or ShareGPT ``conversations``), each up to
   its last user turn, tokenized with the model's tokenizer once, then shuffled per seed.
+- ``trace``: a production trace's requests in its order, shared prefix blocks and all
+  (``loadgen.trace`` reads it, ``loadgen.replay`` makes its prompts and schedule).
 
 With ``endpoint: chat`` a prompt carries ``messages`` and goes to /v1/chat/completions. Synthetic
 text is made of random tokens decoded with the tokenizer and re-encoded until its own tokenization
@@ -24,7 +26,7 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,39 +38,13 @@ from nova_search.files import (
     UnreadableFile,
     read_text_bounded,
 )
+from nova_search.loadgen.inputs import Message, Prompt, PromptSource, id_range
+from nova_search.loadgen.replay import TraceSource
+from nova_search.loadgen.trace import read_trace
 from nova_search.spec import LenRange, ModelSpec, NormalLen, WorkloadSpec
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    role: str
-    content: str
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """One request's input. ``token_ids`` is the prompt as ids (for chat: the messages' contents,
-    tokenized one by one and concatenated, without the template); ``messages`` set means the prompt
-    goes to /v1/chat/completions as text."""
-
-    token_ids: tuple[int, ...]
-    output_len: int
-    messages: tuple[Message, ...] = ()
-    #: the prompt as text for /v1/completions (``prompt_format: text``); None: the ids are sent
-    text: str | None = None
-
-    @property
-    def endpoint(self) -> str:
-        return "chat" if self.messages else "completions"
-
-
-class PromptSource(Protocol):
-    def prompts(self, seed: int) -> Iterator[Prompt]:
-        """An endless, seeded stream of prompts. The same seed gives the same prompts."""
-        ...
 
 
 def vocab_size(model: ModelSpec) -> int:
@@ -182,14 +158,10 @@ class _TextMaker:
 # ---------------------------------------------------------------- synthetic
 
 
-def _id_range(vocab: int) -> tuple[int, int]:
-    return 3, max(4, int(vocab * 0.99))
-
-
 def synthetic(workload: WorkloadSpec, vocab: int, seed: int) -> Iterator[Prompt]:
     """An endless, seeded stream of random-id prompts for /v1/completions."""
     rng = np.random.default_rng(seed)
-    low, high = _id_range(vocab)
+    low, high = id_range(vocab)
     assert workload.input_len is not None
     while True:
         n_in = sample_length(rng, workload.input_len)
@@ -210,7 +182,7 @@ class SyntheticSource:
 
     def __init__(self, workload: WorkloadSpec, vocab: int, tokenizer: Tokenizer | None = None) -> None:
         self.workload, self.vocab = workload, vocab
-        self.text = _TextMaker(tokenizer, *_id_range(vocab)) if tokenizer is not None else None
+        self.text = _TextMaker(tokenizer, *id_range(vocab)) if tokenizer is not None else None
         #: tokens the server adds to a text completions prompt (a BOS, say): left room for
         self.specials = len(tokenizer.encode("", add_special_tokens=True).ids) if tokenizer is not None else 0
 
@@ -244,9 +216,9 @@ class SharedPrefixSource:
     def __init__(self, workload: WorkloadSpec, vocab: int, tokenizer: Tokenizer | None = None) -> None:
         assert workload.prefix_len is not None and workload.input_len is not None
         self.workload, self.vocab = workload, vocab
-        self.text = _TextMaker(tokenizer, *_id_range(vocab)) if tokenizer is not None else None
+        self.text = _TextMaker(tokenizer, *id_range(vocab)) if tokenizer is not None else None
         rng = np.random.default_rng([workload.seed, 0x5EED])  # a stream apart from the per-level seeds
-        low, high = _id_range(vocab)
+        low, high = id_range(vocab)
         prefixes: list[tuple[int, ...]] = []
         texts: list[str] = []
         for _ in range(workload.num_prefixes):
@@ -263,7 +235,7 @@ class SharedPrefixSource:
         w = self.workload
         assert w.input_len is not None
         rng = np.random.default_rng(seed)
-        low, high = _id_range(self.vocab)
+        low, high = id_range(self.vocab)
         n = len(self.prefixes)
         k = int(rng.integers(n))  # round robin from a seeded start
         while True:
@@ -483,6 +455,10 @@ def prompt_source(workload: WorkloadSpec, model: ModelSpec) -> PromptSource:
     """The prompt source of a workload, loading what it needs (vocab size, tokenizer, file) once.
     Raises SpecError naming the field when the tokenizer or the file is missing or unusable."""
     chat = workload.endpoint == "chat"
+    if workload.kind == "trace":
+        assert workload.path is not None
+        trace = read_trace(workload.path, workload.trace_format, workload.block_size)
+        return TraceSource(workload, trace, vocab_size(model))
     if workload.kind == "jsonl":
         return load_jsonl(workload, load_tokenizer(workload, model, "workload.kind jsonl"))
     if chat:

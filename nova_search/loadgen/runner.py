@@ -1,6 +1,6 @@
 """One level of load: closed loop (N requests in flight until the level's requests or duration are
-done) or Poisson arrivals (open loop at a rate, capped in flight), driven by one or more client
-processes (``loadgen.procs``) that each run a *share* of it with this module's ``run_share``.
+done) or open loop (Poisson arrivals at a rate, or a trace's schedule: ``loadgen.replay``; capped in
+flight), driven by client processes (``loadgen.procs``) each running a *share* with ``run_share``.
 
 A level, whatever the number of processes:
 
@@ -14,8 +14,8 @@ A level, whatever the number of processes:
 3. the shares split the work so that their merged requests are exactly what one process would have
    sent: closed loop, each lane claims the next prompt index from a counter the shares have in
    common (request count: every prompt once; duration: a prefix of the stream, none skipped);
-   Poisson, every share computes the same seeded schedule and sends the arrivals whose index it
-   owns (index mod shares), so the rate is split and the merged arrivals are one schedule;
+   open loop, every share computes the same schedule and sends the arrivals whose index it owns
+   (index mod shares), so the rate is split and the merged arrivals are one schedule;
 4. while the window is open, /metrics is read every ``metrics_interval_s`` (the text is kept and
    parsed after the window: the Prometheus parser is slow and must not delay chunk timestamps), and
    once more after the last request.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Protocol
 
@@ -37,7 +37,7 @@ import numpy as np
 from nova_search.engine.probe import parse_metrics
 from nova_search.loadgen.client import Target, send
 from nova_search.loadgen.http import Pool
-from nova_search.loadgen.prompts import Prompt, PromptSource
+from nova_search.loadgen.inputs import Prompt, PromptSource
 from nova_search.measure.records import EngineSample, RequestRecord
 from nova_search.measure.slo import MissCount, MissRule
 from nova_search.spec import ArrivalSpec, ClosedArrival, PoissonArrival
@@ -76,6 +76,9 @@ class LevelPlan:
     arrival: ArrivalSpec = ClosedArrival()
     #: seeds the Poisson gaps
     arrival_seed: int = 0
+    #: a trace replay: request j is due ``schedule[j]`` seconds after the window opens (the trace at
+    #: the level's speed, ``loadgen.replay``); None: as ``arrival`` says
+    schedule: tuple[float, ...] | None = None
     #: ask for running usage in every chunk (exact tokens per chunk; costs the server CPU). None:
     #: decided by the warmup: only when a warmup request showed chunks of several tokens (or there is
     #: no warmup), see loadgen.client
@@ -96,10 +99,9 @@ class LevelPlan:
 
     @property
     def max_in_flight(self) -> int:
-        """The most requests in flight at once: the concurrency, or a Poisson arrival's cap."""
-        if isinstance(self.arrival, PoissonArrival) and self.arrival.max_in_flight is not None:
-            return self.arrival.max_in_flight
-        return self.concurrency
+        """The most requests in flight at once: the concurrency, or a Poisson or trace arrival's cap."""
+        cap = getattr(self.arrival, "max_in_flight", None)
+        return cap if cap is not None else self.concurrency
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,38 +296,45 @@ def poisson_gaps(rate: float, seed: int) -> Iterator[float]:
         yield float(rng.exponential(1.0 / rate))
 
 
-async def _poisson(
+def poisson_offsets(rate: float, seed: int) -> Iterator[float]:
+    """A Poisson schedule: arrival 0 at 0, each next one a seeded exponential gap after the one before."""
+    due = 0.0
+    for gap in poisson_gaps(rate, seed):
+        yield due
+        due += gap
+
+
+async def _open_loop(
     pool: Pool,
     target: Target,
-    rate: float,
+    offsets: Iterable[float],
     share: Share,
     prompts: Iterable[Prompt],
     start: float,
     deadline: float | None,
-    seed: int,
     per_chunk_usage: bool,
     timeout_s: float,
     done: Done | None = None,
     budget: ErrorBudget | None = None,
 ) -> list[RequestRecord]:
-    """Open loop: arrival 0 at ``start``, each next one a seeded exponential gap after the one before
-    it was due; this share sends the arrivals whose index is ``share.index`` mod ``share.of`` (every
-    share computes the same schedule, so together they send it all, at the full rate). A request due
-    while the share's ``lanes`` are out waits for one to finish and goes at once (the schedule is not
-    shifted, as ``vllm bench serve --max-concurrency`` does). With a deadline, nothing is sent at or
-    after it; the requests out are awaited."""
+    """Open loop: arrival j due ``offsets[j]`` seconds after ``start`` (a Poisson schedule, or a trace's
+    at the level's speed); this share sends the arrivals whose index is ``share.index`` mod
+    ``share.of`` (every share computes the same schedule, so together they send it all, at the full
+    rate). A request due while the share's ``lanes`` are out waits for one to finish and goes at once
+    (the schedule is not shifted, as ``vllm bench serve --max-concurrency`` does); each record keeps
+    its due time, so its lag is known. With a deadline, nothing is sent at or after it; the requests
+    out are awaited. The window ends when the prompts or the schedule run out."""
     source = iter(prompts)
-    gaps = poisson_gaps(rate, seed)
     slots = asyncio.Semaphore(max(share.lanes, 1))
     records: list[RequestRecord] = []
     tasks: list[asyncio.Task[None]] = []
 
     budget = budget or ErrorBudget(None)
 
-    async def one(prompt: Prompt) -> None:
+    async def one(prompt: Prompt, due: float) -> None:
         try:
             record = await send(pool, target, prompt, per_chunk_usage, timeout_s)
-            records.append(record)
+            records.append(replace(record, due_time=due))
             budget.record(record)
             if done is not None:
                 done.add()
@@ -346,9 +355,10 @@ async def _poisson(
             got.cancel()
         return False
 
-    due = start
-    j = 0
-    while (deadline is None or due < deadline) and not budget.spent.is_set():
+    for j, offset in enumerate(offsets):
+        due = start + offset
+        if (deadline is not None and due >= deadline) or budget.spent.is_set():
+            break
         prompt = next(source, None)
         if prompt is None:
             break
@@ -361,9 +371,7 @@ async def _poisson(
             if deadline is not None and time.perf_counter() >= deadline:
                 slots.release()
                 break
-            tasks.append(asyncio.create_task(one(prompt)))
-        due += next(gaps)
-        j += 1
+            tasks.append(asyncio.create_task(one(prompt, due)))
     await _until_done_or_spent(tasks, budget)
     return records
 
@@ -400,21 +408,14 @@ async def run_share(
         # budget (the level fails then whatever the other shares do; a share's part of it would fail
         # levels that pass, the failures spread unevenly); the same for the SLO's misses
         budget = ErrorBudget(plan.max_errors, plan.miss_rule)
-        if isinstance(plan.arrival, PoissonArrival):
-            records = await _poisson(
-                pool,
-                target,
-                plan.arrival.rate,
-                share,
-                prompts,
-                t0,
-                deadline,
-                plan.arrival_seed,
-                per_chunk_usage,
-                plan.request_timeout_s,
-                done,
-                budget,
-            )
+        if plan.schedule is not None or isinstance(plan.arrival, PoissonArrival):
+            offsets = plan.schedule
+            if offsets is None:
+                assert isinstance(plan.arrival, PoissonArrival)
+                offsets = poisson_offsets(plan.arrival.rate, plan.arrival_seed)  # type: ignore[assignment]
+            timeout_s = plan.request_timeout_s
+            args = (offsets, share, prompts, t0, deadline, per_chunk_usage, timeout_s, done, budget)
+            records = await _open_loop(pool, target, *args)
         else:
             records = await _closed_loop(
                 pool,

@@ -13,8 +13,10 @@
 - Engine figures come from /metrics samples taken during the window; counters are window deltas.
 - Client: ``client_cpu_share`` is the busiest client process's CPU seconds / window (1.0 = one core
   busy), ``client_processes`` how many processes drove the level, ``client_bound`` whether the
-  busiest one passed the client-bound share (``loadgen.procs``), and ``client_note`` why, and what
-  was done about it.
+  busiest one passed the client-bound share (``loadgen.procs``) or a trace replay's sends fell
+  behind its schedule (``loadgen.replay``), and ``client_note`` why, and what was done about it.
+- Send lag (open loop): each request's send time minus its due time on the schedule, in ms;
+  ``send_lag_p50_ms``, ``send_lag_p99_ms`` and ``send_lag_max_ms`` over the window (None when closed).
 """
 
 from __future__ import annotations
@@ -111,6 +113,11 @@ class LevelResult:
     #: None: not checked (a result stored before the check existed)
     client_bound: bool | None = None
     client_note: str = ""
+    #: open loop (Poisson, a trace replay): how late the client sent requests after their due time
+    #: (ms; ``loadgen.replay``); None in a closed loop
+    send_lag_p50_ms: float | None = None
+    send_lag_p99_ms: float | None = None
+    send_lag_max_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,6 +136,9 @@ NOT_METRICS = (
     "client_processes",
     "client_bound",
     "client_note",
+    "send_lag_p50_ms",
+    "send_lag_p99_ms",
+    "send_lag_max_ms",
 )
 
 #: numeric metrics a user may name in objectives and constraints
@@ -214,9 +224,22 @@ def summarize(run: LevelRun, slos: Sequence[RequestCheck] | None = None) -> Leve
         client_processes=run.processes,
         client_bound=run.client_bound,
         client_note=run.client_note,
+        **_lag_stats(records),
         **stats,
         **engine_summary(run.engine_samples),
     )
+
+
+def _lag_stats(records: Sequence[RequestRecord]) -> dict[str, float]:
+    lags = [lag for r in records if (lag := r.lag) is not None]
+    if not lags:
+        return {}
+    a = np.asarray(lags, dtype=float) * 1000.0
+    return {
+        "send_lag_p50_ms": float(np.percentile(a, 50)),
+        "send_lag_p99_ms": float(np.percentile(a, 99)),
+        "send_lag_max_ms": float(a.max()),
+    }
 
 
 def _delta(samples: tuple[EngineSample, ...], *names: str) -> float | None:
@@ -296,6 +319,9 @@ def combine_repeats(results: Sequence[LevelResult]) -> LevelResult:
             values[name] = sum(column)
         elif name == "first_errors":
             values[name] = list(dict.fromkeys(e for r in results for e in r.first_errors))[:3]
+        elif name == "send_lag_max_ms":
+            present_lag = [v for v in column if v is not None]
+            values[name] = max(present_lag) if present_lag else None
         elif name == "client_processes":
             present_n = [v for v in column if v is not None]
             values[name] = max(present_n) if present_n else None

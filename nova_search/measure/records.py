@@ -12,7 +12,8 @@ class RequestRecord:
     Times are ``time.perf_counter()`` seconds: CLOCK_MONOTONIC on Linux, one clock for every process
     of the machine, so records of several client processes merge. ``chunk_times[i]`` is when the i-th
     streamed chunk that carried output tokens arrived and ``chunk_tokens[i]`` how many tokens it
-    carried (speculative decoding puts several tokens in one chunk). ``tokens_exact`` is False when
+    carried (speculative decoding puts several tokens in one chunk). ``due_time`` is when an open loop's
+    schedule had it due, so ``lag`` is the client's own delay. ``tokens_exact`` is False when
     the per-chunk counts could not be verified against the server's usage (see loadgen.client): the
     totals still are exact, the split over chunks (and so ITL) is not.
     """
@@ -27,6 +28,13 @@ class RequestRecord:
     error: str = ""
     status_code: int | None = None
     tokens_exact: bool = True
+    #: open loop (Poisson, a trace replay): when the schedule had the request due; None: closed loop
+    due_time: float | None = None
+
+    @property
+    def lag(self) -> float | None:
+        """Seconds the request was sent after it was due (open loop); None in a closed loop."""
+        return None if self.due_time is None else self.send_time - self.due_time
 
     @property
     def ttft(self) -> float | None:

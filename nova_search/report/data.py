@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from nova_search.analysis.gains import LevelGain, better_gain, pct_change
 from nova_search.analysis.saturation import find_saturation
@@ -40,6 +41,7 @@ from nova_search.results.deploy import DeployAnswer, deploy_answer
 from nova_search.results.select import ranked_plain, stock_trial, tuned_baseline
 from nova_search.results.speculation import verdict_of
 from nova_search.results.trials import StudyResults, TrialResult
+from nova_search.spec import level_name
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 
@@ -191,6 +193,9 @@ class ReportData:
     user_gpu: tuple[UserGpuPoint, ...] = ()
     #: capacity at the SLO: stock, tuned, best, each drafter's best (``results.capacity_table``)
     capacity: tuple[CapacityRow, ...] = ()
+    #: a trace workload's summary (``loadgen.trace.trace_summary``); whether the levels are its speeds
+    trace: dict[str, Any] | None = None
+    speeds: bool = False
 
 
 @dataclass(frozen=True)
@@ -440,11 +445,11 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
     complete = results.complete()
     for t in complete:
         if t.client_bound_levels:
-            levels = ", ".join(map(str, t.client_bound_levels))
+            levels = ", ".join(level_name(c, results.replays_trace) for c in t.client_bound_levels)
             notes.append(
-                f"Trial {t.key} was client-bound at concurrency {levels}: the load generator's busiest "
-                "process passed its CPU share, so the client, not the server, may have set those "
-                "figures. Give the client more cores (workload.client_cpus) and re-measure."
+                f"Trial {t.key} was client-bound at {levels}: the load generator (its busiest process past "
+                "its CPU share, or a replay's sends behind the trace's schedule) may have set those figures; "
+                "its warnings say which. Give the client more cores (sweep.client_cpus) and re-measure."
             )
     if len(complete) < 2:
         notes.append(f"Fewer than 2 COMPLETE trials ({len(complete)}): little to compare yet.")
@@ -496,4 +501,6 @@ def build_report_data(results: StudyResults, *, gpu_hour_usd: float | None = Non
         deploy=deploy_answer(results, full),
         user_gpu=tuple(user_gpu_points(results)),
         capacity=capacity_rows(results),
+        trace=results.trace,
+        speeds=results.replays_trace,
     )

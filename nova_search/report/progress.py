@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -36,6 +36,7 @@ from rich.text import Text
 from nova_search.measure.metrics import LevelResult
 from nova_search.results.select import best_trials
 from nova_search.results.trials import StudyResults
+from nova_search.spec import level_name
 from nova_search.trial.context import NullReporter, TrialEnd
 
 #: the event stream's version: bumped when a field changes meaning or goes (adding one does not)
@@ -54,8 +55,16 @@ def _duration(seconds: float | None) -> str:
 class RichReporter(NullReporter):
     """Progress for a person. ``objectives`` are (name, maximize) pairs, for the running best."""
 
-    def __init__(self, console: Console, total: int, objectives: Sequence[tuple[str, bool]] = ()) -> None:
+    def __init__(
+        self,
+        console: Console,
+        total: int,
+        objectives: Sequence[tuple[str, bool]] = (),
+        level_name: Callable[[int], str] = lambda c: f"concurrency {c}",
+    ) -> None:
         self.console = console
+        #: how a level reads: ``concurrency 4``, or a trace replay's ``speed 2x`` (``StudySpec.level_name``)
+        self.level_name = level_name
         self.total = total
         self.objectives = tuple(objectives)
         # the text last: on a narrow terminal rich cuts it at the end, and the bar and counts stay
@@ -147,7 +156,7 @@ class RichReporter(NullReporter):
         self, number: int, index: int, count: int, concurrency: int, requests: int | None
     ) -> None:
         with self._lock:
-            self._level[number] = f"level {index + 1} of {count} (concurrency {concurrency})"
+            self._level[number] = f"level {index + 1} of {count} ({self.level_name(concurrency)})"
             task = self._tasks.get(number)
             if task is not None:
                 self.progress.reset(task, total=requests, completed=0)
@@ -165,7 +174,7 @@ class RichReporter(NullReporter):
             return
         phase = self._phase.get(number, "")
         level = self._level.get(number)
-        if level and phase.startswith("concurrency "):  # the sweep's phase: "concurrency c[ · window r/R]"
+        if level and phase.startswith(("concurrency ", "speed ")):  # the sweep's: "speed 2x[ · window r/R]"
             rest = phase.split(" · ", 1)[1] if " · " in phase else ""
             text = level + (f" · {rest}" if rest else "")
         else:
@@ -186,7 +195,7 @@ class RichReporter(NullReporter):
         if d.get("errors"):
             parts.append(f"{d['errors']} errors")
         with self._lock:
-            self.console.log(f"trial {number} · concurrency {level.concurrency}: {', '.join(parts)}")
+            self.console.log(f"trial {number} · {self.level_name(level.concurrency)}: {', '.join(parts)}")
 
     def trial_finished(self, end: TrialEnd) -> None:
         with self._lock:
@@ -333,7 +342,8 @@ def pareto_table(results: StudyResults) -> RenderableType | None:
         )
         lines = [f"  {line}" for line in _config_block(t)]
         if t.client_bound_levels:
-            lines.append(f"  client-bound at concurrency {', '.join(map(str, t.client_bound_levels))}")
+            at = ", ".join(level_name(c, results.replays_trace) for c in t.client_bound_levels)
+            lines.append(f"  client-bound at {at}")
         blocks.append(Text(f"trial {t.key} ({t.role}):\n" + "\n".join(lines)))
     return Group(table, Text("configurations of the Pareto-optimal trials:", style="bold"), *blocks)
 

@@ -102,5 +102,6 @@ def study_results(
         trials=trials,
         front_keys=tuple(trial_key(t.number, stage) for t in study.best_trials),
         spec=schema.SPEC.read(attrs),
+        trace=schema.TRACE.read(attrs),
         budget_used=count_toward_budget(frozen),
     )

@@ -61,6 +61,7 @@ def merge_stages(study_name: str, parts: Sequence[StudyResults]) -> StudyResults
         trials=trials,
         front_keys=tuple(t.key for t in front),
         spec=first.spec,
+        trace=first.trace,
         budget_used=sum(p.budget_used for p in parts),
         stages=tuple(t.stage for t in (p.trials[0] for p in parts if p.trials)),
     )

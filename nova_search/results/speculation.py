@@ -4,6 +4,8 @@ and each speculative trial's output equivalence judged against it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nova_search.analysis import projection
 from nova_search.analysis.breakeven import GainRow
 from nova_search.analysis.equivalence import Equivalence, compare_outputs
@@ -69,7 +71,7 @@ def verdict_of(results: StudyResults, *, confidence: float = 0.95) -> Verdict:
         raise NovaError(f"study {results.study_name!r} has no objectives: nothing to rank a verdict by")
     primary = results.objectives[0]
     base = tuned_baseline(results)
-    return build_verdict(
+    verdict = build_verdict(
         [profile_of(t, base) for t in results.feasible()],
         metric=primary.metric,
         higher_is_better=primary.maximize,
@@ -77,6 +79,11 @@ def verdict_of(results: StudyResults, *, confidence: float = 0.95) -> Verdict:
         tuned=base.key if base else None,
         confidence=confidence,
     )
+    if results.replays_trace and verdict.schedule is not None:
+        # vLLM's schedule is keyed by batch size; a replay's levels are speeds of its trace
+        note = "a trace replay's levels are speeds, not batch sizes: no dynamic schedule; deploy per range"
+        return replace(verdict, schedule=None, schedule_note=note)
+    return verdict
 
 
 def breakeven_rows(results: StudyResults, *, confidence: float = 0.95) -> list[GainRow]:

@@ -35,6 +35,7 @@ from nova_search.results.deploy import DeployAnswer
 from nova_search.results.model import OutputModel
 from nova_search.results.select import best_trials, tuned_baseline
 from nova_search.results.trials import StudyResults, TrialResult
+from nova_search.spec import level_name
 
 STATUS_SCHEMA_VERSION = 1
 STATES = ("COMPLETE", "RUNNING", "WAITING", "PRUNED", "FAIL")
@@ -273,7 +274,8 @@ def study_status(
     for t in results.complete():
         if t.client_bound_levels:
             notes.append(
-                f"trial {t.key}: client-bound at concurrency {', '.join(map(str, t.client_bound_levels))} "
+                f"trial {t.key}: client-bound at "
+                f"{', '.join(level_name(c, results.replays_trace) for c in t.client_bound_levels)} "
                 "(the load generator may have set those figures; see the trial's warnings)"
             )
     return StudyStatus(

@@ -167,6 +167,16 @@ class StudyResults:
     budget_used: int = 0
     #: the stages, in order, of a staged study read by its name; () for one Optuna study
     stages: tuple[str, ...] = ()
+    #: a trace workload's summary (``schema.TRACE``: sizes, rate, histograms); None for other workloads
+    trace: dict[str, Any] | None = None
+
+    @property
+    def replays_trace(self) -> bool:
+        """Whether the levels are a trace's speeds, keyed in percent (``spec.level_name``)."""
+        try:
+            return bool(self.spec) and self.spec["workload"]["arrival"]["kind"] == "trace"  # type: ignore[index]
+        except (KeyError, TypeError):
+            return False
 
     def on_front(self, t: TrialResult) -> bool:
         return t.key in self.front_keys

@@ -33,6 +33,8 @@ from nova_search.db import (
 )
 from nova_search.db.stages import stage_plan, stage_study_name
 from nova_search.errors import NothingQualifies, StudyError
+from nova_search.loadgen.replay import read_checked
+from nova_search.loadgen.trace import trace_summary
 from nova_search.results.decode import study_results
 from nova_search.results.select import tuned_baseline
 from nova_search.schema import StageBase
@@ -76,6 +78,9 @@ def _new_stage_study(
     schema.SPEC.write(study, redacted_spec(spec))
     schema.STAGE.write(study, stage)
     schema.PARENT.write(study, parent)
+    if spec.workload.kind == "trace":
+        trace = read_checked(spec.workload, spec.sweep)
+        schema.TRACE.write(study, trace_summary(trace, spec.workload.trace_start_s))
     if base is not None:
         schema.BASE.write(study, base)
         if stage == spec.stages[0]:
@@ -108,6 +113,8 @@ def create(
     With ``exist_ok`` an existing study of that name is loaded and continued instead.
     """
     name = study_name or spec.name
+    if spec.workload.kind == "trace":  # read and checked before anything is written
+        read_checked(spec.workload, spec.sweep)
     upgrade(storage_url)  # Optuna's schema and nova's tables: creating a study is the explicit setup step
     window = storage_retry_s()
     storage = open_storage(storage_url, retry_s=window)

@@ -40,19 +40,24 @@ from nova_search.spec.study import (
     study_name_problem,
 )
 from nova_search.spec.workload import (
+    SPEED_KEY,
     ArrivalSpec,
     ClosedArrival,
     LenRange,
     NormalLen,
     PoissonArrival,
     SweepSpec,
+    TraceArrival,
     WorkloadSpec,
+    level_name,
+    speed_key,
 )
 
 __all__ = [
     "DRAFTER_METHODS",
     "SECRET_NAME",
     "SPEC_METHODS",
+    "SPEED_KEY",
     "STAGINGS",
     "ArrivalSpec",
     "BoolChoices",
@@ -80,13 +85,16 @@ __all__ = [
     "StrictModel",
     "StudySpec",
     "SweepSpec",
+    "TraceArrival",
     "WorkloadSpec",
     "apply_overrides",
     "check_study_name",
     "format_validation_error",
+    "level_name",
     "load_spec",
     "parse_cores",
     "parse_spec",
     "redacted_spec",
+    "speed_key",
     "study_name_problem",
 ]

@@ -24,7 +24,7 @@ from nova_search.spec.acceptance import device_problem
 from nova_search.spec.model_engine import EngineDefaults, EngineSpec, ModelSpec
 from nova_search.spec.service_level import CapacitySpec, SLOSpec
 from nova_search.spec.space import SpaceSpec
-from nova_search.spec.workload import SweepSpec, WorkloadSpec
+from nova_search.spec.workload import SweepSpec, TraceArrival, WorkloadSpec, level_name
 
 # ---------------------------------------------------------------- objectives, constraints
 
@@ -379,6 +379,12 @@ class StudySpec(StrictModel):
             return None
         if self.slo is None:
             return "capacity: the search judges each load by the SLO: add `slo:` with at least one bound"
+        if self.replays_trace:
+            return (
+                "capacity: the search bisects concurrency (closed loop) or a Poisson rate; a trace replay "
+                "(workload.arrival kind trace) is measured at the speeds of sweep.speeds: drop `capacity:` "
+                "or use a closed-loop or Poisson workload"
+            )
         if self.closed_loop and (problem := cap.closed_loop_problem()):
             return problem
         for where, m in figures:
@@ -390,6 +396,29 @@ class StudySpec(StrictModel):
                     f"is {self.engine.device}: the CPU build has no power reading"
                 )
         return None
+
+    @property
+    def replays_trace(self) -> bool:
+        """Whether the levels are a trace's speeds (``workload.arrival`` kind trace)."""
+        return isinstance(self.workload.arrival, TraceArrival)
+
+    def level_name(self, key: int) -> str:
+        """How level ``key`` reads: ``concurrency 4``, or a trace replay's ``speed 1.5x``."""
+        return level_name(key, self.replays_trace)
+
+    @model_validator(mode="after")
+    def _speeds(self) -> StudySpec:
+        if self.replays_trace and self.sweep.speeds is None:
+            raise ValueError(
+                "sweep.speeds: a trace replay (workload.arrival kind trace) measures speeds of the trace, "
+                "not concurrency: give sweep.speeds, e.g. [0.5, 1, 2] (multiples of the trace's own rate)"
+            )
+        if not self.replays_trace and self.sweep.speeds is not None:
+            raise ValueError(
+                "sweep.speeds: only a trace replay (workload.kind trace, arrival kind trace) has speeds; "
+                "give sweep.concurrency"
+            )
+        return self
 
     @model_validator(mode="after")
     def _levels_exist(self) -> StudySpec:

@@ -101,6 +101,19 @@ class PoissonArrival(StrictModel):
     max_in_flight: int | None = Field(default=None, gt=0, le=MAX_CONCURRENCY)
 
 
+class TraceArrival(StrictModel):
+    """Open loop on the trace's own clock: request i is sent ``(t_i - t_first) / speed`` seconds after
+    the window opens, ``speed`` being the level (``sweep.speeds``). Each request's lag behind its due
+    time is measured; a window whose p99 lag passes ``max_lag_ms`` is stored client-bound, with why."""
+
+    #: trace: replay the trace's arrival times (needs workload.kind trace and sweep.speeds)
+    kind: Literal["trace"]
+    #: the most requests in flight (a request due at the cap waits: it is late, and counted so)
+    max_in_flight: int = Field(default=256, gt=0, le=MAX_CONCURRENCY)
+    #: the p99 lag (ms) of sends behind the schedule above which a window is client-bound
+    max_lag_ms: float = Field(default=10.0, gt=0, le=3_600_000)
+
+
 def _arrival_kind(value: Any) -> str:
     if isinstance(value, dict):
         return str(value.get("kind", "closed"))
@@ -108,16 +121,22 @@ def _arrival_kind(value: Any) -> str:
 
 
 ArrivalSpec = Annotated[
-    Annotated[ClosedArrival, Tag("closed")] | Annotated[PoissonArrival, Tag("poisson")],
+    Annotated[ClosedArrival, Tag("closed")]
+    | Annotated[PoissonArrival, Tag("poisson")]
+    | Annotated[TraceArrival, Tag("trace")],
     Discriminator(_arrival_kind),
 ]
 
-#: fields that only one workload kind takes
+#: fields that only some workload kinds take
 _KIND_FIELDS = {
-    "synthetic": ("prompt_format",),
-    "shared_prefix": ("num_prefixes", "prefix_len", "prefix_order"),
-    "jsonl": ("path", "truncate"),
+    ("synthetic",): ("prompt_format",),
+    ("shared_prefix",): ("num_prefixes", "prefix_len", "prefix_order"),
+    ("jsonl",): ("truncate",),
+    ("jsonl", "trace"): ("path",),
+    ("trace",): ("trace_format", "block_size", "trace_start_s"),
 }
+#: tokens per ``hash_ids`` block in the Mooncake traces
+MOONCAKE_BLOCK = 512
 
 
 class WorkloadSpec(StrictModel):
@@ -131,18 +150,25 @@ class WorkloadSpec(StrictModel):
       records, one JSON object a line, or one JSON array), each up to its last user turn, tokenized
       with the model's tokenizer; ``input_len`` (an int, optional) is the most prompt tokens: longer
       prompts are cut to it (``truncate: true``) or left out (``truncate: false``).
+    - ``trace``: a production trace from ``path`` (``trace_format`` mooncake, azure or burstgpt; see
+      ``loadgen.trace``): each request's prompt and output lengths, and (mooncake) its ``hash_ids``
+      blocks of ``block_size`` tokens, a block the same tokens wherever it recurs, so the prefix cache
+      sees what production saw. With ``arrival: {kind: trace}`` (the default here) the windows replay
+      the trace's arrival times at each speed of ``sweep.speeds``; ``input_len`` (an int, optional)
+      is the most prompt tokens (longer prompts are cut); output lengths are the trace's.
 
     ``endpoint: completions`` sends token ids to /v1/completions (exact input lengths);
     ``endpoint: chat`` sends text messages to /v1/chat/completions and needs a tokenizer
     (``tokenizer``, else ``model.path``, a folder with tokenizer.json).
     """
 
-    #: synthetic (random prompts), shared_prefix (fixed prefixes before each prompt) or jsonl (conversations
-    #: from a file)
-    kind: Literal["synthetic", "shared_prefix", "jsonl"] = "synthetic"
-    #: tokens per prompt (shared_prefix: after the prefix; jsonl: the most, an int or left out)
+    #: synthetic (random prompts), shared_prefix (fixed prefixes before each prompt), jsonl (conversations
+    #: from a file) or trace (a production trace replayed: lengths, shared prefixes, arrival times)
+    kind: Literal["synthetic", "shared_prefix", "jsonl", "trace"] = "synthetic"
+    #: tokens per prompt (shared_prefix: after the prefix; jsonl, trace: the most, an int or left out)
     input_len: LenParam | None = None
-    #: output tokens per request (``ignore_eos``); jsonl also takes ``from_data``: the reference answer's
+    #: output tokens per request (``ignore_eos``); jsonl also takes ``from_data``: the reference answer's;
+    #: trace: from_data (the trace's), the only value it takes
     output_len: OutputLenParam = 64
     #: seeds every prompt (each level, window and warmup draws its own stream from it)
     seed: int = Field(default=0, ge=0, le=2**62)
@@ -154,7 +180,8 @@ class WorkloadSpec(StrictModel):
     prompt_format: Literal["ids", "text"] = "ids"
     #: a folder with tokenizer.json (or the file itself); default: model.path
     tokenizer: str | None = None
-    #: how requests arrive: {kind: closed} or {kind: poisson, rate, max_in_flight}
+    #: how requests arrive: {kind: closed}, {kind: poisson, rate, max_in_flight} or (kind trace, its
+    #: default) {kind: trace, max_in_flight, max_lag_ms}
     arrival: ArrivalSpec = Field(default_factory=ClosedArrival)
     # shared_prefix
     #: shared_prefix: how many distinct prefixes
@@ -164,17 +191,33 @@ class WorkloadSpec(StrictModel):
     #: shared_prefix: which prefix each request gets
     prefix_order: Literal["round_robin", "random"] = "round_robin"
     # jsonl
-    #: jsonl: the file (OpenAI messages or ShareGPT conversations, one a line, or one JSON array)
+    #: jsonl: the file (OpenAI messages or ShareGPT conversations, one a line, or one JSON array);
+    #: trace: the trace file
     path: str | None = None
     #: jsonl: cut a prompt longer than input_len to its first input_len tokens (false: leave it out)
     truncate: bool = True
+    # trace
+    #: trace: mooncake (JSONL: timestamp ms, input_length, output_length, hash_ids), azure (CSV:
+    #: TIMESTAMP, ContextTokens, GeneratedTokens) or burstgpt (CSV: Timestamp, Request tokens,
+    #: Response tokens)
+    trace_format: Literal["mooncake", "azure", "burstgpt"] = "mooncake"
+    #: trace: tokens per hash_ids block (512 in the Mooncake traces)
+    block_size: int = Field(default=MOONCAKE_BLOCK, gt=0, le=1_000_000)
+    #: trace: where each window's slice starts, seconds after the trace's first request
+    trace_start_s: float = Field(default=0.0, ge=0, le=10 * 365 * 86_400)
 
     @model_validator(mode="before")
     @classmethod
     def _default_input_len(cls, data: Any) -> Any:
-        # 128 tokens unless given; a jsonl prompt has its own length (input_len is only a cap there)
-        if isinstance(data, dict) and data.get("kind", "synthetic") != "jsonl" and "input_len" not in data:
+        # 128 tokens unless given; a jsonl or trace prompt has its own length (input_len is only a cap
+        # there); a trace's output lengths and arrivals are its own unless said otherwise
+        if not isinstance(data, dict):
+            return data
+        kind = data.get("kind", "synthetic")
+        if kind not in ("jsonl", "trace") and "input_len" not in data:
             return {**data, "input_len": 128}
+        if kind == "trace":
+            return {"output_len": "from_data", "arrival": {"kind": "trace"}, **data}
         return data
 
     @field_validator("input_len", "output_len")
@@ -186,14 +229,18 @@ class WorkloadSpec(StrictModel):
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:
-        for kind, names in _KIND_FIELDS.items():
+        for kinds, names in _KIND_FIELDS.items():
             for name in names:  # a default value is fine: a dumped spec has every field
-                if self.kind != kind and getattr(self, name) != type(self).model_fields[name].default:
-                    raise ValueError(f"{name}: only kind {kind} takes it (kind is {self.kind})")
-        if self.input_len is None and self.kind != "jsonl":
+                if self.kind not in kinds and getattr(self, name) != type(self).model_fields[name].default:
+                    raise ValueError(f"{name}: only kind {' or '.join(kinds)} takes it (kind is {self.kind})")
+        if self.input_len is None and self.kind not in ("jsonl", "trace"):
             raise ValueError(f"input_len: required for kind {self.kind}")
-        if self.output_len == "from_data" and self.kind != "jsonl":
-            raise ValueError("output_len: from_data needs kind jsonl (the reference answers)")
+        if self.output_len == "from_data" and self.kind not in ("jsonl", "trace"):
+            raise ValueError("output_len: from_data needs kind jsonl (the reference answers) or trace")
+        if isinstance(self.arrival, TraceArrival) and self.kind != "trace":
+            raise ValueError("arrival: kind trace replays a trace's times: it needs workload.kind trace")
+        if self.kind == "trace":
+            self._check_trace()
         if self.kind == "shared_prefix" and self.prefix_len is None:
             raise ValueError("prefix_len: required for kind shared_prefix (tokens per shared prefix)")
         if self.kind == "jsonl":
@@ -203,10 +250,43 @@ class WorkloadSpec(StrictModel):
                 raise ValueError("input_len: for kind jsonl, the most prompt tokens (an int) or left out")
         return self
 
+    def _check_trace(self) -> None:
+        if not self.path:
+            raise ValueError("path: required for kind trace (the trace file)")
+        if self.input_len is not None and not isinstance(self.input_len, int):
+            raise ValueError("input_len: for kind trace, the most prompt tokens (an int) or left out")
+        if self.output_len != "from_data":
+            raise ValueError("output_len: a trace gives each request's output length: from_data")
+        if self.endpoint != "completions":
+            raise ValueError(
+                "endpoint: kind trace sends token ids to /v1/completions (exact lengths, and a shared "
+                "hash_ids block the same tokens in every prompt); use endpoint completions"
+            )
+
+
+#: a trace replay's level key per unit of speed: speed 1.5 is level 150
+SPEED_KEY = 100
+
+
+def speed_key(speed: float) -> int:
+    """The level key of a trace replay's speed (its percent of the trace's own rate)."""
+    return round(speed * SPEED_KEY)
+
+
+def level_name(key: int, speeds: bool) -> str:
+    """How a level reads: ``concurrency 4``, or for a trace replay ``speed 1.5x``."""
+    return f"speed {key / SPEED_KEY:g}x" if speeds else f"concurrency {key}"
+
 
 class SweepSpec(StrictModel):
-    #: the concurrency levels measured, in order (each a warmup, then the windows)
+    #: the concurrency levels measured, in order (each a warmup, then the windows); a trace replay's
+    #: levels are its speeds, keyed in percent (``speeds: [0.5, 2]`` measures levels 50 and 200)
     concurrency: list[Annotated[int, Field(gt=0, le=MAX_CONCURRENCY)]] = Field(min_length=1, max_length=100)
+    #: a trace replay (workload.arrival kind trace): the speeds measured, multiples of the trace's own
+    #: rate in steps of 0.01 (0.5: half its rate, 2: twice); each is the level ``round(100 x speed)``
+    speeds: list[Annotated[float, Field(gt=0, le=MAX_CONCURRENCY / SPEED_KEY)]] | None = Field(
+        default=None, min_length=1, max_length=100
+    )
     #: requests sent at each level before the window opens, in one round: at most one per request in
     #: flight (the level's concurrency); excluded from every metric
     warmup_requests: int = Field(default=4, ge=0, le=100_000)
@@ -241,6 +321,26 @@ class SweepSpec(StrictModel):
     @classmethod
     def _client_cpus(cls, v: Any) -> Any:
         return as_cores(v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _speed_levels(cls, data: Any) -> Any:
+        # a trace replay's levels are its speeds: the keys are derived from them (a dumped spec holds both)
+        speeds = data.get("speeds") if isinstance(data, dict) else None
+        if not isinstance(speeds, list) or not all(isinstance(s, int | float) for s in speeds):
+            return data
+        for s in speeds:
+            if s > 0 and abs(s * SPEED_KEY - round(s * SPEED_KEY)) > 1e-6:
+                raise ValueError(f"speeds: {s} is not a multiple of 0.01 (a level is keyed by its percent)")
+        keys = sorted({speed_key(s) for s in speeds if s > 0})
+        if len(keys) != len(speeds):
+            raise ValueError(f"speeds: must be unique and > 0 (got {speeds})")
+        if "concurrency" in data and sorted(data["concurrency"] or []) != keys:
+            raise ValueError(
+                f"concurrency: a trace replay's levels are its speeds: leave concurrency out (speeds "
+                f"{speeds} are the levels {keys}), or give it as {keys}"
+            )
+        return {**data, "concurrency": keys}
 
     @field_validator("concurrency")
     @classmethod

@@ -14,15 +14,18 @@ import threading
 
 from nova_search.engine.server import Server
 from nova_search.errors import TrialFailure
+from nova_search.loadgen.prompts import prompt_source
 from nova_search.loadgen.reference import REFERENCE_PROMPTS
-from nova_search.spec import StudySpec
+from nova_search.loadgen.replay import TraceSource
+from nova_search.spec import SPEED_KEY, StudySpec, TraceArrival
 
 
 def trial_timeout_s(spec: StudySpec) -> float:
     """How long a trial may take (``sweep.trial_timeout_s``, else derived): twice the worst its plan can
     take with every request at its timeout: two boots and stops (the trial's server and a slot
     leader's), the reference outputs (one request at a time), and at each level the warmup and the
-    windows (``ceil(requests / concurrency)`` rounds of requests, or ``duration_s`` plus one timeout),
+    windows (``ceil(requests / concurrency)`` rounds of requests, or ``duration_s`` plus one timeout;
+    a trace replay's: its slice's span at the speed plus a timeout per round of its in-flight cap),
     and each of the capacity search's probes at its worst (one request at a time, or ``duration_s``).
     A wedged server is usually failed long before, by the level's error budget."""
     sweep, engine = spec.sweep, spec.engine
@@ -30,6 +33,16 @@ def trial_timeout_s(spec: StudySpec) -> float:
         return sweep.trial_timeout_s
     timeout = sweep.request_timeout_s
     total = 2 * (engine.boot_timeout_s + engine.stop_timeout_s) + REFERENCE_PROMPTS * timeout
+    arrival = spec.workload.arrival
+    if isinstance(arrival, TraceArrival):  # a window is its slice's span at the speed, then the stragglers
+        source = prompt_source(spec.workload, spec.model)
+        assert isinstance(source, TraceSource)
+        for c in sweep.concurrency:
+            due = source.schedule(c / SPEED_KEY, sweep.requests, sweep.duration_s)
+            total += math.ceil(sweep.warmup_requests / arrival.max_in_flight) * timeout
+            window = (due[-1] if due else 0.0) + math.ceil(len(due) / arrival.max_in_flight) * timeout
+            total += sweep.repeats * window
+        return 2 * total
     for c in sweep.concurrency:
         total += math.ceil(sweep.warmup_requests / c) * timeout
         if sweep.requests is not None:

@@ -62,7 +62,7 @@ def measure(
         progress.level_started(i, len(sweep.concurrency), c, planned)
         for r in range(sweep.repeats):
             progress.phase(
-                f"concurrency {c}" + (f" · window {r + 1}/{sweep.repeats}" if sweep.repeats > 1 else "")
+                spec.level_name(c) + (f" · window {r + 1}/{sweep.repeats}" if sweep.repeats > 1 else "")
             )
             run = run_window(
                 spec,
@@ -80,7 +80,8 @@ def measure(
             origin = run.window_start if origin is None else origin
             keep_requests(requests_path, run, level=c, repeat=r, origin=origin)
             if not server.alive():
-                raise TrialFailure("crash", f"the server died during concurrency {c}", tail(server.log_path))
+                died = f"the server died during {spec.level_name(c)}"
+                raise TrialFailure("crash", died, tail(server.log_path))
             windows.append(summarize(run, slos))
             last_sample = run.engine_samples[-1].values if run.engine_samples else last_sample
         if i + 1 < len(sweep.concurrency) and expected is not None:
@@ -90,8 +91,8 @@ def measure(
         by_level[c] = windows
         if level.client_bound:
             warnings.append(
-                f"concurrency {c}: client-bound, its figures may be the load generator's rather than the "
-                f"server's: {level.client_note}"
+                f"{spec.level_name(c)}: client-bound, its figures may be the load generator's rather than "
+                f"the server's: {level.client_note}"
             )
             progress.phase("warning: " + warnings[-1])
         sent += sum(w.requests for w in windows)
@@ -112,7 +113,7 @@ def measure(
         if level.error_rate > sweep.max_error_rate:
             raise TrialFailure(
                 "errors",
-                f"error rate {level.error_rate:.1%} at concurrency {c} exceeds "
+                f"error rate {level.error_rate:.1%} at {spec.level_name(c)} exceeds "
                 f"sweep.max_error_rate {sweep.max_error_rate:.1%}; first errors: {level.first_errors}",
                 tail(server.log_path),
             )

@@ -1,6 +1,7 @@
 """One measurement window on one server: its plan and its run, as the sweep (``trial``) and the
 confirmation (``confirm``) measure it. A window is a warmup (excluded), then the measured requests
-of one seed; a client-bound window is re-run on new prompts (``RERUN_SEED_STEP``)."""
+of one seed; a client-bound window is re-run on new prompts (``RERUN_SEED_STEP``). A trace replay's
+window is its slice at the level's speed, flagged client-bound when its sends fell behind."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from nova_search.db import retrying
 from nova_search.loadgen.client import Target
 from nova_search.loadgen.procs import ClientPlan, Progress, measure_level
 from nova_search.loadgen.prompts import PromptSource, level_seed
+from nova_search.loadgen.replay import TraceSource, flag_late
 from nova_search.loadgen.runner import LevelPlan, PromptStream, take
 from nova_search.measure.metrics import HEADLINE, LevelResult, combine_repeats
 from nova_search.measure.records import LevelRun
 from nova_search.measure.slo import MissRule
-from nova_search.spec import ArrivalSpec, StudySpec
+from nova_search.spec import SPEED_KEY, ArrivalSpec, StudySpec, TraceArrival
 
 #: added to a window's seed for each re-run of a client-bound window (new prompts, same workload)
 RERUN_SEED_STEP = 7_919
@@ -60,6 +62,12 @@ def run_window(
     failed requests miss the SLO: the window is abandoned once clearly over saturation, and never fails
     the trial for its errors)."""
     sweep = spec.sweep
+    arrival = arrival if arrival is not None else spec.workload.arrival
+    count, schedule = sweep.requests, None
+    if isinstance(arrival, TraceArrival):  # a trace replay: the level is a speed (loadgen.replay)
+        assert isinstance(source, TraceSource)
+        schedule = source.schedule(concurrency / SPEED_KEY, sweep.requests, sweep.duration_s)
+        count = len(schedule)
 
     def plan_for(attempt: int) -> LevelPlan:
         # a re-run of a client-bound window gets prompts of its own (the prefix cache saw the others)
@@ -67,18 +75,20 @@ def run_window(
         return LevelPlan(
             concurrency=concurrency,
             warmup=tuple(warmup),
-            prompts=PromptStream(source, run_seed, sweep.requests),
+            prompts=PromptStream(source, run_seed, count),
             duration_s=sweep.duration_s,
             request_timeout_s=sweep.request_timeout_s,
             metrics_url=f"{target.base_url}/metrics",
             metrics_interval_s=sweep.metrics_interval_s,
-            arrival=arrival if arrival is not None else spec.workload.arrival,
+            arrival=arrival,
             arrival_seed=run_seed,
+            schedule=schedule,
             max_errors=error_budget(spec) if miss_rule is None else None,
             miss_rule=miss_rule,
         )
 
-    return measure_level(target, plan_for, client_plan(spec), expected, on_progress)
+    run = measure_level(target, plan_for, client_plan(spec), expected, on_progress)
+    return flag_late(run, arrival) if isinstance(arrival, TraceArrival) else run
 
 
 def error_budget(spec: StudySpec) -> int | None:

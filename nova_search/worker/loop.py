@@ -54,6 +54,7 @@ from nova_search.engine.command import engine_prefix, unresolved_references
 from nova_search.errors import EngineError, SpecError, TrialFailure
 from nova_search.files import MAX_CONFIG_BYTES, read_bounded
 from nova_search.loadgen.prompts import prompt_source
+from nova_search.loadgen.replay import read_checked
 from nova_search.search.host import host_facts
 from nova_search.search.placement import Placement, place, queued_gpus
 from nova_search.search.sampler import FittingSampler
@@ -169,6 +170,8 @@ def check_inputs(spec: StudySpec) -> None:
         except OSError as e:
             raise SpecError(f"model.path: cannot read {config}: {e.strerror or e}") from None
     prompt_source(spec.workload, spec.model)
+    if spec.workload.kind == "trace":
+        read_checked(spec.workload, spec.sweep)
 
 
 def _run_groups(

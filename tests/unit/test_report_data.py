@@ -176,7 +176,7 @@ def test_a_client_bound_trial_is_named_in_the_notes_and_the_page():
     bound = mk(1, [lv(1, 10, 1), lv(8, 20, 2, client_bound=True, client_note="busiest process 97 %")])
     data = build_report_data(study(bound))
     (note,) = [n for n in data.notes if "client-bound" in n]
-    assert note.startswith("Trial 1 was client-bound at concurrency 8:") and "workload.client_cpus" in note
+    assert note.startswith("Trial 1 was client-bound at concurrency 8:") and "sweep.client_cpus" in note
     assert "Trial 1 was client-bound at concurrency 8" in render_html(data)
     assert not [n for n in build_report_data(study(mk(1, [lv(8, 20, 2)]))).notes if "client-bound" in n]
 

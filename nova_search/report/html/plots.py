@@ -1,12 +1,13 @@
 """The report's figures, each drawn from ``ReportData`` alone (None when there is nothing to draw):
 throughput and latency per concurrency (stock vs tuned), the objectives and the Pareto front, the
-hypervolume history, parameter importances, draft acceptance. The plotly builders they share with
-the dashboard are ``report.figures``.
+hypervolume history, parameter importances, draft acceptance, a trace's histograms. The plotly
+builders they share with the dashboard are ``report.figures``.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from nova_search.report.data import LATENCY_METRICS, ReportData
 from nova_search.report.figures import (
@@ -135,3 +136,29 @@ def acceptance_figure(data: ReportData) -> go.Figure | None:
     return line_figure(
         series, title="Draft acceptance rate", yaxis_title="acceptance rate (accepted ÷ drafted tokens)"
     )
+
+
+def trace_figure(data: ReportData) -> go.Figure | None:
+    """A trace workload's arrivals over time and its prompt and output length histograms."""
+    t = data.trace
+    if not t:
+        return None
+    arrivals, panels = t["arrivals"], ("input_len", "output_len")
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        subplot_titles=("requests per second over the trace", "prompt tokens", "output tokens"),
+    )
+    width = arrivals["bin_s"]
+    xs = [(k + 0.5) * width for k in range(len(arrivals["counts"]))]
+    fig.add_trace(go.Bar(x=xs, y=[c / width for c in arrivals["counts"]], name="arrivals"), row=1, col=1)
+    fig.update_xaxes(title_text="seconds into the trace", row=1, col=1)
+    for col, name in enumerate(panels, start=2):
+        h = t[name]
+        mids = [(a + b) / 2 for a, b in zip(h["edges"], h["edges"][1:], strict=False)]
+        fig.add_trace(go.Bar(x=mids, y=h["counts"], name=name), row=1, col=col)
+        fig.update_xaxes(title_text="tokens", row=1, col=col)
+        fig.update_yaxes(title_text="requests", row=1, col=col)
+    title = f"The trace: {t['requests']} requests over {t['duration_s']:.0f} s"
+    fig.update_layout(title=title, showlegend=False)
+    return fig

@@ -58,7 +58,7 @@ def render_html(data: ReportData, *, generated: datetime | None = None) -> str:
             storage=data.storage,
             css=Markup(_CSS),
             plotlyjs=Markup(get_plotlyjs()),  # noqa: S704 - plotly's own library
-            sections=[section(data) for section in SECTIONS],
+            sections=[s for section in SECTIONS if (s := section(data)) is not None],
         )
     )
 

@@ -22,6 +22,7 @@ from nova_search.report.html.plots import (
     latency_figure,
     pareto_figure,
     throughput_figure,
+    trace_figure,
 )
 from nova_search.report.policy import (
     ANSWER_HEADERS,
@@ -90,6 +91,34 @@ def summary_section(data: ReportData) -> Section:
     parts = [table(["study", "storage", "objectives", "stock trial", "tuned trial"], rows, "summary")]
     parts += [missing_note(n) for n in data.notes]
     return _section("Summary", parts)
+
+
+def trace_section(data: ReportData) -> Section | None:
+    """A trace workload: what was replayed (size, rate, prefix reuse) and its histograms; None (no
+    section) for other workloads."""
+    t = data.trace
+    if not t:
+        return None
+    headers = ["file", "format", "requests", "seconds", "requests/s", "left out (no output)"]
+    headers += ["block tokens", "prefix reuse", "slice from (s)"]
+    row = [t["path"], t["format"], t["requests"], t["duration_s"], t["rate"], t["no_output"]]
+    row += [t["block_size"], t["prefix_reuse"], t["start_s"]]
+    parts = [table(headers, [row], "trace")]
+    if data.speeds:
+        parts.append(
+            paragraph(
+                "The levels are speeds of this trace, keyed in percent of its own rate: the level 200 in the "
+                "tables of this report is the trace replayed at twice its rate, 50 at half of it."
+            )
+        )
+    parts.append(
+        paragraph(
+            "Prefix reuse: the share of prompt tokens in a hash_ids block an earlier request had (what a "
+            "prefix cache that never evicts would hit over the whole trace)."
+        )
+    )
+    _with_figure(parts, trace_figure, data)
+    return _section("The trace", parts, "trace")
 
 
 def throughput_section(data: ReportData) -> Section:
@@ -371,10 +400,11 @@ def trials_section(data: ReportData) -> Section:
     return _section("All trials", [table(headers, rows, "trials")])
 
 
-#: the report's sections, in order, each built from the data alone
-SECTIONS: tuple[Callable[[ReportData], Section], ...] = (
+#: the report's sections, in order, each built from the data alone (None: a section this study has not)
+SECTIONS: tuple[Callable[[ReportData], Section | None], ...] = (
     deploy_section,
     summary_section,
+    trace_section,
     throughput_section,
     verdict_section,
     capacity_section,
