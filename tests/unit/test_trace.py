@@ -376,3 +376,11 @@ def test_the_sample_trace_is_what_its_script_writes_and_fits_the_tiny_model(tmp_
     assert prefix_reuse(t) is not None and prefix_reuse(t) > 0.3  # sessions and system prompts share blocks
     gaps = np.diff(t.at)
     assert gaps.std() / gaps.mean() > 1.2  # bursty: more spread than a Poisson process's gaps
+
+
+def test_a_trace_replay_with_a_capacity_search_is_refused_naming_the_field(tmp_path: Path) -> None:
+    """The capacity search bisects concurrency or a Poisson rate; a trace replay's levels are speeds."""
+    raw = _spec(tmp_path) | {"slo": {"ttft_ms": 100}, "capacity": {}}
+    with pytest.raises(SpecError) as e:
+        parse_spec(raw)
+    assert "capacity: the search bisects concurrency" in str(e.value), str(e.value)
