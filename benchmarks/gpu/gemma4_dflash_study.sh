@@ -18,7 +18,8 @@
 #   EXTRA=/tmp/nova-gemma/machine.txt bash benchmarks/gpu/gemma4_dflash_study.sh watch 560   # until done
 # A study that did not finish continues from the committed storage (CARRIED) in a later session.
 # GEMMA_LAYERS=N (a multiple of 6) runs the labelled fallback instead: the same shape with N layers, as
-# its own study (name and results folder with -L<N>), from a copy of the spec written under W.
+# its own study (name and results folder with -L<N>), from a copy of the spec written under W; pass it on
+# every call. GEMMA_KEEP_MODEL_TYPE=1 writes the config as gemma4_text (gemma4_target.py says when).
 set -uo pipefail
 SPEC=studies/experiments/h100-gemma-4-31b-dflash.yaml W=/tmp/nova-gemma
 results=benchmarks/results/h100-gemma-4-31b-dflash
@@ -34,7 +35,7 @@ if [ "${1:-}" = start ]; then
   [ -f /tmp/site/.complete ] || { echo "bundle incomplete"; exit 1; }
   target=.gpu/gemma-4-31b drafters=.gpu/gemma-4-31b-drafters
   python3 -m benchmarks.gpu.gemma4_target --tokenizer .gpu/model --out "$target" \
-    ${GEMMA_LAYERS:+--layers "$GEMMA_LAYERS"} || exit 1
+    ${GEMMA_LAYERS:+--layers "$GEMMA_LAYERS"} ${GEMMA_KEEP_MODEL_TYPE:+--keep-model-type} || exit 1
   python3 -m benchmarks.gpu.make_drafters --target "$target" --out "$drafters" || exit 1
   if PYTHONPATH=/tmp/site python3 -c "import cutlass" 2> /dev/null; then
     echo "cutlass DSL found: FlashAttention 4 could serve this model; the spec still runs Triton"
