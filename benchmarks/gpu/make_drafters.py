@@ -1,5 +1,5 @@
-"""Random-weight drafters for the Qwen3-8B-shaped target on the H200
-(studies/experiments/h200-qwen3-8b-drafters.yaml).
+"""Random-weight drafters for the GPU studies' targets: the Qwen3-8B shape on the H200
+(studies/experiments/h200-qwen3-8b-drafters.yaml), the Qwen3-30B-A3B and Gemma-4-31B shapes on the H100.
 
 Writes one folder per drafter under OUT, each a ``config.json`` that vLLM 0.26.0 accepts for its
 method with the target in TARGET, plus the target's tokenizer files:
@@ -11,6 +11,11 @@ method with the target in TARGET, plus the target's tokenizer files:
   the target's width, conditioned on 5 target layers, with a mask token for its parallel slots;
 - ``draft/``: a small Qwen3 model (2 layers of 1024) with the target's vocabulary, for ``draft_model``.
 
+For a Gemma-4 target (``Gemma4ForCausalLM``: benchmarks/gpu/gemma4_target.py) only ``dflash/`` is
+written, in the layout of z-lab/gemma-4-31B-it-DFlash (``gemma4_dflash_config``): 5 layers of 64 heads
+x 128 (8 KV heads) at the target's width, the first four sliding-window (2048) and causal, the last
+full and non-causal (vLLM's qwen3_dflash.py:81-137), reading 6 target layers, mask token 4, block 16.
+
 No weight files: vLLM builds a drafter with the target's load config unless ``draft_load_config`` is
 given (vllm/config/speculative.py:212, model_loader/__init__.py:137), so ``--load-format dummy`` on the
 server gives the drafters random weights too. The figures they give are boot, flags and timing, never
@@ -18,6 +23,7 @@ acceptance. Standard library only, so it runs on the H200 with the machine's ``p
 
     python3 -m benchmarks.gpu.make_drafters                  # .gpu/model -> .gpu/drafters
     python3 -m benchmarks.gpu.make_drafters --target DIR --out DIR [--eagle3-arch llama]
+    python3 -m benchmarks.gpu.make_drafters --target .gpu/gemma-4-31b --out .gpu/gemma-4-31b-drafters
 """
 
 from __future__ import annotations
@@ -65,6 +71,19 @@ QWEN3_MASK_TOKEN_ID = 151669
 #: substrings vLLM uses to guess a method from the drafter's path (vllm/config/speculative.py:876-885);
 #: the draft_model folder must have none, or a guess could overrule method draft_model
 METHOD_HINTS = ("eagle-", "eagle3", "dflash", "dspark")
+
+#: z-lab/gemma-4-31B-it-DFlash's own shape (its config.json): what does not follow from the target
+GEMMA4_DFLASH = {
+    "layers": 5,
+    "target_layers": 6,
+    "heads": 64,
+    "kv_heads": 8,
+    "head_dim": 128,
+    "sliding_window": 2048,
+    "block_size": 16,
+    "mask_token_id": 4,
+    "rope_theta": 1_000_000,
+}
 
 
 def head_dim(target: dict[str, Any]) -> int:
@@ -171,6 +190,79 @@ def dflash_config(
     }
 
 
+def text_config(target: dict[str, Any]) -> dict[str, Any]:
+    """The decoder's fields: a multimodal config's ``text_config`` over its top level."""
+    inner = target.get("text_config")
+    return {**target, **inner} if isinstance(inner, dict) else target
+
+
+def is_gemma4(target: dict[str, Any]) -> bool:
+    """A Gemma-4 decoder, by the class vLLM builds (the folder's model_type may be a container's:
+    benchmarks/gpu/gemma4_target.py)."""
+    return any(str(a).startswith("Gemma4") for a in target.get("architectures") or ())
+
+
+def gemma4_dflash_config(
+    target: dict[str, Any],
+    layers: int = GEMMA4_DFLASH["layers"],
+    target_layers: int = GEMMA4_DFLASH["target_layers"],
+    block_size: int = GEMMA4_DFLASH["block_size"],
+    mask_token_id: int = GEMMA4_DFLASH["mask_token_id"],
+) -> dict[str, Any]:
+    """A DFlash drafter in z-lab/gemma-4-31B-it-DFlash's layout for a Gemma-4 target: ``layers`` Qwen3
+    blocks (``DFlashDraftModel``, registry.py:608) at the target's width with an MLP twice as wide, the
+    last one full attention, the others sliding-window (qwen3_dflash.py:81-137: with ``layer_types`` and
+    no ``dflash_config.causal``, sliding layers are causal and the full one is not); ``target_layers``
+    target layers by the DFlash rule (for 60 layers: 1, 12, 23, 35, 46, 57, the checkpoint's own; for 30:
+    1, 6, 11, 17, 22, 27, z-lab/gemma-4-26B-A4B-it-DFlash's). A mix of sliding and full layers needs
+    vLLM's V2 model runner, which vLLM 0.26.0 then turns on by itself (config/vllm.py:570-573)."""
+    t = text_config(target)
+    vocab = int(t["vocab_size"])
+    if not 0 <= mask_token_id < vocab:
+        raise ValueError(f"mask_token_id {mask_token_id} is outside the vocabulary (0..{vocab - 1})")
+    if layers < 2:
+        raise ValueError("a Gemma-4 DFlash drafter mixes sliding and full layers: at least 2 layers")
+    g = GEMMA4_DFLASH
+    hidden = int(t["hidden_size"])
+    return {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "block_size": block_size,
+        "bos_token_id": t.get("bos_token_id", 2),
+        "eos_token_id": t.get("eos_token_id", 1),
+        "pad_token_id": t.get("pad_token_id", 0),
+        "dflash_config": {
+            "mask_token_id": mask_token_id,
+            "target_layer_ids": dflash_target_layer_ids(int(t["num_hidden_layers"]), target_layers),
+        },
+        "dtype": t.get("dtype", t.get("torch_dtype", "bfloat16")),
+        "torch_dtype": t.get("torch_dtype", t.get("dtype", "bfloat16")),
+        "final_logit_softcapping": t.get("final_logit_softcapping"),
+        "head_dim": g["head_dim"],
+        "hidden_act": "silu",
+        "hidden_size": hidden,
+        "initializer_range": t.get("initializer_range", 0.02),
+        "intermediate_size": 2 * hidden,
+        "layer_types": ["sliding_attention"] * (layers - 1) + ["full_attention"],
+        "max_position_embeddings": t["max_position_embeddings"],
+        "max_window_layers": layers,
+        "num_attention_heads": g["heads"],
+        "num_hidden_layers": layers,
+        "num_key_value_heads": g["kv_heads"],
+        "num_target_layers": int(t["num_hidden_layers"]),
+        "rms_norm_eps": t["rms_norm_eps"],
+        "rope_scaling": None,
+        "rope_theta": g["rope_theta"],
+        "sliding_window": g["sliding_window"],
+        "tie_word_embeddings": True,
+        "use_cache": True,
+        "use_sliding_window": True,
+        "vocab_size": vocab,
+    }
+
+
 def draft_config(
     target: dict[str, Any],
     layers: int = 2,
@@ -196,6 +288,7 @@ def draft_config(
 
 
 def _check_target(target: dict[str, Any], where: Path) -> None:
+    target = text_config(target)
     missing = [k for k in REQUIRED if not isinstance(target.get(k), int | float)]
     if missing:
         raise SystemExit(f"{where}: config.json lacks {', '.join(missing)}")
@@ -212,16 +305,40 @@ def write(
     dflash_mask_token_id: int | None = None,
     draft_layers: int = 2,
     draft_hidden: int = 1024,
+    methods: tuple[str, ...] | None = None,
 ) -> dict[str, Path]:
-    """Write the three drafter folders; returns {method: folder}."""
+    """Write the drafter folders (``methods``; by default all three, only dflash for a Gemma-4 target);
+    returns {method: folder}."""
     config_path = target_dir / "config.json"
     target = json.loads(config_path.read_text())
     _check_target(target, config_path)
-    configs = {
-        "eagle3": eagle3_config(target, eagle3_layers, eagle3_arch),
-        "dflash": dflash_config(target, dflash_layers, dflash_block_size, dflash_mask_token_id),
-        "draft_model": draft_config(target, draft_layers, draft_hidden, intermediate=3 * draft_hidden),
+    gemma4 = is_gemma4(target)
+    if methods is None:
+        methods = ("dflash",) if gemma4 else tuple(FOLDERS)
+    unknown = [m for m in methods if m not in FOLDERS]
+    if unknown:
+        raise ValueError(f"--methods: {unknown} is not one of {list(FOLDERS)}")
+    if gemma4 and set(methods) - {"dflash"}:
+        raise ValueError("a Gemma-4 target gets a DFlash drafter only (z-lab's layout); --methods dflash")
+    builders = {
+        "eagle3": lambda: eagle3_config(target, eagle3_layers, eagle3_arch),
+        "dflash": lambda: (
+            gemma4_dflash_config(
+                target,
+                dflash_layers,
+                block_size=dflash_block_size,
+                mask_token_id=GEMMA4_DFLASH["mask_token_id"]
+                if dflash_mask_token_id is None
+                else dflash_mask_token_id,
+            )
+            if gemma4
+            else dflash_config(target, dflash_layers, dflash_block_size, dflash_mask_token_id)
+        ),
+        "draft_model": lambda: draft_config(
+            target, draft_layers, draft_hidden, intermediate=3 * draft_hidden
+        ),
     }
+    configs = {method: builders[method]() for method in methods}
     written: dict[str, Path] = {}
     for method, config in configs.items():
         folder = out_dir / FOLDERS[method]
@@ -231,7 +348,8 @@ def write(
             if (target_dir / name).is_file():
                 shutil.copyfile(target_dir / name, folder / name)
         written[method] = folder
-    hinted = [h for h in METHOD_HINTS if h in str(written["draft_model"].resolve()).lower()]
+    draft = written.get("draft_model")
+    hinted = [h for h in METHOD_HINTS if draft is not None and h in str(draft.resolve()).lower()]
     if hinted:
         print(f"warning: the draft_model folder's path contains {hinted}; vLLM may guess another method")
     return written
@@ -248,12 +366,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dflash-mask-token-id", type=int, default=None)
     p.add_argument("--draft-layers", type=int, default=2)
     p.add_argument("--draft-hidden", type=int, default=1024)
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        choices=tuple(FOLDERS),
+        default=None,
+        help="which drafters (default: all three; dflash only for a Gemma-4 target)",
+    )
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    a = parser().parse_args(argv)
-    written = write(
+def _write_from(a: argparse.Namespace) -> dict[str, Path]:
+    return write(
         a.target,
         a.out,
         eagle3_arch=a.eagle3_arch,
@@ -263,7 +387,17 @@ def main(argv: list[str] | None = None) -> int:
         dflash_mask_token_id=a.dflash_mask_token_id,
         draft_layers=a.draft_layers,
         draft_hidden=a.draft_hidden,
+        methods=tuple(a.methods) if a.methods else None,
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        written = _write_from(a)
+    except ValueError as e:
+        print(f"make_drafters: {e}", file=sys.stderr)
+        return 2
     for method, folder in written.items():
         c = json.loads((folder / "config.json").read_text())
         extra = c.get("eagle_aux_hidden_state_layer_ids") or c.get("dflash_config", {}).get(

@@ -3,7 +3,8 @@
 # 30 s of the last, so /tmp and the worker survive between them), from the repository root. The
 # wrappers beside it name the study: confirm_study.sh (issue 14), trained_study.sh (issue 17, the
 # trained pair), drafters_study.sh (issue 17, every drafter on the Qwen3-8B shape),
-# qwen3_30b_eagle3_study.sh (issue 49, the reference's Qwen3-30B-A3B + EAGLE-3 on an H100). Set by them:
+# qwen3_30b_eagle3_study.sh (issue 49, the reference's Qwen3-30B-A3B + EAGLE-3 on an H100),
+# gemma4_dflash_study.sh (issue 50, the reference's Gemma-4-31B + DFlash on an H100). Set by them:
 #   SPEC     the spec (studies/....yaml)      W        the work folder on the machine (the spec's
 #   CARRIED  a storage to continue from                artifacts_dir is W/artifacts)
 #   EXTRA    files to collect beside the storage (at most 1: the tool returns 8 files a call)
