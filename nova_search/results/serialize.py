@@ -45,7 +45,7 @@ from nova_search.measure.metrics import METRIC_NAMES, LevelResult
 from nova_search.measure.objectives import Objective
 from nova_search.results.cost import GpuSeconds, gpu_time
 from nova_search.results.deploy import DeployAnswer
-from nova_search.results.model import OutputModel
+from nova_search.results.model import OutputModel, Timestamp, utc
 from nova_search.results.trials import StudyResults, TrialResult
 
 DUMP_SCHEMA_VERSION = 3
@@ -123,8 +123,8 @@ class TrialRecord(TrialSummary):
     #: seconds by phase (boot, windows, ...)
     timing: dict[str, float]
     duration_s: float | None
-    datetime_start: datetime | None
-    datetime_complete: datetime | None
+    datetime_start: Timestamp | None
+    datetime_complete: Timestamp | None
     #: why the trial failed or was pruned (oom, crash, ...), and in words
     reason: str | None
     message: str | None
@@ -386,7 +386,7 @@ def to_csv(results: StudyResults) -> str:
 
 
 def dumps_json(obj: Any) -> str:
-    """JSON for CLI output: datetimes as ISO strings, non-finite floats as null."""
+    """JSON for CLI output: datetimes as ISO strings in UTC with their offset, non-finite floats as null."""
 
     def clean(v: Any) -> Any:
         if isinstance(v, float) and not math.isfinite(v):
@@ -396,7 +396,7 @@ def dumps_json(obj: Any) -> str:
         if isinstance(v, list | tuple):
             return [clean(x) for x in v]
         if isinstance(v, datetime):
-            return v.isoformat()
+            return utc(v).isoformat()
         return v
 
     return json.dumps(clean(obj), indent=2)

@@ -30,7 +30,7 @@ from typing import Literal
 from nova_search.analysis import dominance
 from nova_search.results.cost import GpuTime, gpu_time
 from nova_search.results.deploy import DeployAnswer
-from nova_search.results.model import OutputModel
+from nova_search.results.model import OutputModel, Timestamp
 from nova_search.results.select import best_trials, tuned_baseline
 from nova_search.results.trials import StudyResults, TrialResult
 
@@ -47,7 +47,8 @@ class WorkerSeen(OutputModel):
     gpus: tuple[int, ...]
     #: the trial it runs now (a staged study: its key, speculative#3); null when idle
     running_trial: int | str | None
-    last_seen: datetime
+    #: in UTC (the JSON's timestamps carry their offset)
+    last_seen: Timestamp
     trials_finished: int
     #: the worker's process id (null: a trial recorded before it was kept)
     pid: int | None

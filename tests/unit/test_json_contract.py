@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import jsonschema
 import pytest
@@ -33,15 +35,18 @@ from nova_search.results.select import best_trials
 from nova_search.results.serialize import best_output, dumps_json, policy_dict, study_dict
 from nova_search.results.speculation import verdict_of
 from nova_search.results.standing import status_output, study_status
+from nova_search.schema import WorkerTag
 from nova_search.worker.node import INTERRUPTED
 from tests.support import REPO
 from tests.support.builders import full_report_study, level
+from tests.support.contract import validate
 
 
 def _valid(doc: object, name: str) -> dict:
-    """``doc`` as the CLI prints it, checked against the shipped schema; returns the parsed JSON."""
+    """``doc`` as the CLI prints it, checked against the shipped schema with format checks (a timestamp
+    is an RFC 3339 date-time, offset included); returns the parsed JSON."""
     parsed = json.loads(dumps_json(doc))
-    jsonschema.Draft202012Validator(load(name)).validate(parsed)
+    validate(parsed, name)
     return parsed
 
 
@@ -55,13 +60,66 @@ def test_the_shipped_schemas_are_current(monkeypatch, capsys) -> None:
     assert names == {f"{o.name}.schema.json" for o in OUTPUTS}  # no schema left over from a gone output
 
 
-def test_every_output_model_pins_its_schema_version() -> None:
+def test_every_schema_requires_its_fixed_schema_version() -> None:
     for o in OUTPUTS:
         schema = load(o.name)
-        assert "schema_version" in schema["required"] or "schema_version" in schema["properties"], o.name
-        version = schema["properties"]["schema_version"]
-        assert version.get("const", version.get("default")) == o.version, o.name
+        assert "schema_version" in schema["required"], o.name
+        assert schema["properties"]["schema_version"]["const"] == o.version, o.name
         assert f"schema_version {o.version}" in schema["title"]
+    answer = deploy_answer(full_report_study(), verdict_of(full_report_study())).as_json()
+    for name in ("deploy", "policy"):  # the deploy answer's version is fixed too, in both its outputs
+        with pytest.raises(jsonschema.ValidationError, match="schema_version"):
+            validate({k: v for k, v in answer.items() if k != "schema_version"}, name)
+        with pytest.raises(jsonschema.ValidationError):
+            validate(answer | {"schema_version": 2}, name)
+
+
+def _objects(schema: object) -> list[dict]:
+    """Every object schema inside ``schema``."""
+    if isinstance(schema, list):
+        return [o for v in schema for o in _objects(v)]
+    if not isinstance(schema, dict):
+        return []
+    here = [schema] if schema.get("type") == "object" else []
+    return here + [o for v in schema.values() for o in _objects(v)]
+
+
+def test_the_schemas_keep_the_version_policy_new_keys_are_allowed() -> None:
+    """docs/json.md: a key may be added within a version, so no schema forbids a key it does not name
+    (a consumer validating against its version's schema keeps working), at the top or inside."""
+    policy = (REPO / "docs" / "json.md").read_text()
+    assert "A new key may be added within a version" in policy
+    for o in OUTPUTS:
+        schema = load(o.name)
+        assert all(obj.get("additionalProperties", True) is not False for obj in _objects(schema)), o.name
+    results = full_report_study()
+    dump = json.loads(dumps_json(study_dict(results)))
+    dump["added_later"] = 1
+    dump["trials"][0]["added_later"] = {"x": 1}
+    validate(dump, "dump")
+
+
+def test_timestamps_are_utc_with_their_offset() -> None:
+    """Optuna records naive local times; every JSON output writes them in UTC with the offset, which a
+    format-checking validator takes for an RFC 3339 date-time (a naive one is refused)."""
+    results = full_report_study()
+    naive = datetime(2026, 12, 5, 20, 26, 26, 925534)
+    t0 = replace(results.trials[0], datetime_start=naive, datetime_complete=naive + timedelta(seconds=3))
+    results = replace(results, trials=(t0, *results.trials[1:]))
+    dump = _valid(study_dict(results), "dump")
+    start = datetime.fromisoformat(dump["trials"][0]["datetime_start"])
+    assert start.utcoffset() == timedelta(0) and start == naive.astimezone(UTC)
+    assert dumps_json({"at": naive}) == json.dumps({"at": naive.astimezone(UTC).isoformat()}, indent=2)
+    t0 = replace(t0, worker=WorkerTag(host="node-a", gpus=(0,), pid=1))
+    st = study_status(
+        replace(results, trials=(t0,)), now=naive + timedelta(seconds=60), alive=lambda h, p: None
+    )
+    answer = deploy_answer(results, verdict_of(results))
+    status = _valid(status_output(st, answer).model_dump(mode="json"), "status")
+    (seen,) = status["workers"]
+    assert datetime.fromisoformat(seen["last_seen"]) == (naive + timedelta(seconds=3)).astimezone(UTC)
+    with pytest.raises(jsonschema.ValidationError, match="date-time"):
+        validate(dump | {"trials": [dump["trials"][0] | {"datetime_start": naive.isoformat()}]}, "dump")
 
 
 def test_every_read_output_validates_against_its_shipped_schema() -> None:

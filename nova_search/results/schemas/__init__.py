@@ -70,12 +70,31 @@ OUTPUTS = (
 
 
 def schema_of(output: Output) -> dict[str, Any]:
-    """The JSON Schema of an output (draft 2020-12, as pydantic writes it), titled and versioned."""
-    schema = output.model.model_json_schema(mode="serialization")
+    """The JSON Schema of an output (draft 2020-12, as pydantic writes it), titled and versioned: every
+    key the model names is required, ``schema_version`` fixed to the output's version (``const``), and
+    keys it does not name allowed (``open_objects``): docs/json.md's version policy adds keys within a
+    version, and a consumer that validates against its version's schema must keep working."""
+    schema = open_objects(output.model.model_json_schema(mode="serialization"))
+    version = schema["properties"]["schema_version"]
+    if version.get("const") != output.version or "schema_version" not in schema.get("required", ()):
+        raise ValueError(f"{output.name}: schema_version must be required and fixed to {output.version}")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"{output.command} (schema_version {output.version})",
     } | {k: v for k, v in schema.items() if k != "title"}
+
+
+def open_objects(schema: Any) -> Any:
+    """``schema`` without ``additionalProperties: false`` anywhere (the models' ``extra="forbid"`` is
+    for the code that builds them, not for the readers of their JSON); a mapping's value schema
+    (``additionalProperties: {...}``) stays."""
+    if isinstance(schema, dict):
+        return {
+            k: open_objects(v) for k, v in schema.items() if not (k == "additionalProperties" and v is False)
+        }
+    if isinstance(schema, list):
+        return [open_objects(v) for v in schema]
+    return schema
 
 
 def rendered(output: Output) -> str:
