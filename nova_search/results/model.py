@@ -11,8 +11,8 @@ config of the model that holds it.
 The models refuse a key they do not name (``extra="forbid"``: a typo in the code fails at once); the
 shipped schemas allow keys they do not name (``results.schemas``): docs/json.md's policy adds keys
 within a version, and a consumer validating against the schema of its version must not break on them.
-Every key a model names is always written, so the schema requires each one (a default included:
-``schema_version``).
+A key with a default (one added within a version) is optional in the schema, so a document written
+before it was added still validates; ``schema_version`` is always required.
 """
 
 from __future__ import annotations
@@ -37,4 +37,4 @@ Timestamp = Annotated[datetime, AfterValidator(utc)]
 class OutputModel(BaseModel):
     """A JSON output's record: every key named here, no other; immutable once built."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_serialization_defaults_required=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")

@@ -70,14 +70,14 @@ OUTPUTS = (
 
 
 def schema_of(output: Output) -> dict[str, Any]:
-    """The JSON Schema of an output (draft 2020-12, as pydantic writes it), titled and versioned: every
-    key the model names is required, ``schema_version`` fixed to the output's version (``const``), and
-    keys it does not name allowed (``open_objects``): docs/json.md's version policy adds keys within a
-    version, and a consumer that validates against its version's schema must keep working."""
+    """The JSON Schema of an output (draft 2020-12, as pydantic writes it), titled and versioned:
+    ``schema_version`` required and fixed to the output's version (``const``), and keys the model does
+    not name allowed (``open_objects``): docs/json.md's version policy adds keys within a version, and
+    a consumer that validates against its version's schema must keep working."""
     schema = open_objects(output.model.model_json_schema(mode="serialization"))
-    version = schema["properties"]["schema_version"]
-    if version.get("const") != output.version or "schema_version" not in schema.get("required", ()):
-        raise ValueError(f"{output.name}: schema_version must be required and fixed to {output.version}")
+    if schema["properties"]["schema_version"].get("const") != output.version:
+        raise ValueError(f"{output.name}: schema_version must be a Literal[{output.version}]")
+    schema["required"] = ["schema_version", *(k for k in schema.get("required", ()) if k != "schema_version")]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"{output.command} (schema_version {output.version})",
