@@ -6,6 +6,8 @@ echo the URL (and with it the password).
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from typing import Any
 from urllib.parse import unquote
@@ -34,10 +36,36 @@ def mask(url: str) -> str:
     )
 
 
+#: the longest one connection attempt to a database server may take (a black-holed address, a server
+#: that accepts the connection and never answers): it fails, and is retried as transient
+CONNECT_TIMEOUT_S = 10
+#: psycopg's (libpq's) shortest connect timeout: a shorter one is taken as 2 s
+MIN_CONNECT_TIMEOUT_S = 2
+
+
+def retry_window_s() -> float:
+    """How long a database that is away (a restart, a failover) is waited for, start-up included:
+    NOVA_STORAGE_RETRY_S, default 300 s (``db.storage_retry_s``)."""
+    return float(os.environ.get("NOVA_STORAGE_RETRY_S", "300"))
+
+
+def connect_timeout() -> int:
+    """Seconds one connection attempt may take: CONNECT_TIMEOUT_S, and no longer than the retry window
+    (NOVA_STORAGE_RETRY_S; at least psycopg's 2 s), so that every command gives up about when its
+    window ends, not a whole attempt later (10 s attempts in a 5 s window)."""
+    window = retry_window_s()
+    if window <= 0:
+        return CONNECT_TIMEOUT_S
+    return max(MIN_CONNECT_TIMEOUT_S, min(CONNECT_TIMEOUT_S, math.ceil(window)))
+
+
 def engine_kwargs(url: URL) -> dict[str, Any]:
-    """``pool_pre_ping`` on database servers (Optuna only sets it for MySQL); a 60 s lock wait on SQLite."""
+    """``pool_pre_ping`` and a bounded connection attempt (``connect_timeout``) on database servers
+    (Optuna only sets the first, and only for MySQL); a 60 s lock wait on SQLite."""
     if is_sqlite(url):
         return {"connect_args": {"timeout": 60}}
+    if url.get_backend_name() == "postgresql":
+        return {"pool_pre_ping": True, "connect_args": {"connect_timeout": connect_timeout()}}
     return {"pool_pre_ping": True}
 
 
@@ -64,7 +92,8 @@ def sqlite_path(url: str | URL) -> str | None:
 
 
 def open_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine with ``pool_pre_ping`` on servers and a 60 s lock timeout on SQLite."""
+    """An engine with ``pool_pre_ping`` and a bounded connection attempt (``connect_timeout``) on
+    servers, and a 60 s lock timeout on SQLite."""
     parsed = parse(url)
     for key, value in engine_kwargs(parsed).items():
         kwargs.setdefault(key, value)
