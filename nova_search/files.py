@@ -60,6 +60,20 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def special_file(path: str | os.PathLike[str], *, folder_ok: bool = False) -> str | None:
+    """What ``path`` is when it exists and nova could not read it as a file ("a FIFO (named pipe)", "a
+    character device", "a socket"; "a directory" unless ``folder_ok``), links followed; None for a
+    regular file, a missing path or one that cannot be looked at (read later, with its own error).
+    Never opens it: a FIFO would block."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode) or (folder_ok and stat.S_ISDIR(mode)):
+        return None
+    return _kind(mode)
+
+
 def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes. Never blocks on a FIFO or a device: the
     file is checked with ``stat`` (links followed), opened with O_NONBLOCK and checked again with

@@ -10,8 +10,9 @@
   spelling vLLM accepts: ``_`` for ``-``, ``--flag=value``, and argparse's abbreviations
   (``--api-ke``).
 - ``mask_text(text, secrets)``: every secret in ``text`` replaced by ``***``.
-- ``one_line(text)``: control characters (newlines included) escaped, so a value can go into a comment,
-  a header or a log line without starting a new line.
+- ``one_line(text)``: control characters (newlines, terminal escapes and bidirectional overrides
+  included) escaped, so a value can go into a comment, a header, a log line or a terminal without
+  starting a new line or steering the terminal.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ _PARAM = re.compile(r"[?&;]([A-Za-z0-9_.-]+)=([^&;#\s]*)")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 #: vLLM flags whose value is a secret (normalised: ``--`` and dashes)
 SECRET_FLAGS = ("--api-key", "--hf-token")
-#: control characters: C0, DEL, C1, and the line and paragraph separators YAML takes for line breaks
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: control characters: C0 (ESC among them: a terminal's escape sequences, OSC's included), DEL, C1, the
+#: line and paragraph separators YAML takes for line breaks, and the bidirectional marks, embeddings,
+#: overrides and isolates (a terminal or an editor shows text in another order than it is: "Trojan
+#: source")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def secret_name(name: str) -> bool:

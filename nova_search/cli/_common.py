@@ -178,13 +178,14 @@ def writable_storage(url: str) -> str:
     that cannot be used. Other URLs are left to the storage layer."""
     import os
 
-    from nova_search.db import sqlite_path
+    from nova_search.db import check_sqlite_file, sqlite_path
     from nova_search.errors import StorageError
 
     try:
         path = sqlite_path(url)
     except NovaError:
         return url  # refused, with its own message, when it is opened
+    check_sqlite_file(url)  # a FIFO or a device: refused before its lock file is made
     if path is None or path.startswith("file:"):
         return url
     target = os.path.abspath(path)
@@ -231,18 +232,51 @@ def _refuse_in_memory(url: str, what: str) -> None:
         )
 
 
-def parse_ints(text: str | None, flag: str, example: str, *, required: bool = False) -> tuple[int, ...]:
-    """A comma-separated list of integers >= 0 (> 0 when ``required``, which also forbids an empty list)."""
+#: the highest GPU id a worker or node may be given (--gpus); a node has a few, a large one 16
+MAX_GPU_ID = 1023
+
+
+def parse_ints(
+    text: str | None, flag: str, example: str, *, required: bool = False, maximum: int | None = None
+) -> tuple[int, ...]:
+    """A comma-separated list of integers >= 0 (> 0 when ``required``, which also forbids an empty list),
+    each at most ``maximum``. ASCII digits only: Python's ``int`` also reads other scripts' digits
+    (``int('٣')`` is 3), which no GPU id or level is written in, and would read 4,000 of them."""
     bad = SpecError(
-        f"{flag} {text!r}: give {'positive ' if required else ''}integers separated by commas, e.g. {example}"
+        f"{flag} {_shown(text)}: give {'positive ' if required else ''}integers separated by commas "
+        f"(digits 0-9), e.g. {example}"
     )
-    try:
-        values = tuple(int(x) for x in (text or "").split(",") if x.strip())
-    except ValueError:
-        raise bad from None
+    words = [x.strip() for x in (text or "").split(",") if x.strip()]
+    if any(not (w.isascii() and w.isdigit()) or len(w) > 12 for w in words):
+        raise bad
+    values = tuple(int(w) for w in words)
     if any(v < (1 if required else 0) for v in values) or (required and not values):
         raise bad
+    if maximum is not None and any(v > maximum for v in values):
+        raise SpecError(f"{flag} {_shown(text)}: {max(values)} is above {maximum}, the most accepted")
     return values
+
+
+def _shown(text: str | None, limit: int = 60) -> str:
+    """A flag's value for a message: quoted, control characters escaped, cut at ``limit``."""
+    from nova_search.redact import one_line
+
+    shown = one_line(text or "")
+    return repr(shown if len(shown) <= limit else shown[:limit] + "...")
+
+
+def bounded_number(flag: str, value: float | None, low: float, high: float, unit: str = "") -> None:
+    """``value`` (a flag's) within ``low``..``high``, a finite number; SpecError naming the flag
+    otherwise. Checked before any storage is opened."""
+    import math
+
+    def shown(x: float) -> str:
+        return f"{int(x)}" if math.isfinite(x) and x == int(x) and abs(x) < 1e15 else f"{x:g}"
+
+    if value is None:
+        return
+    if not math.isfinite(value) or not low <= value <= high:
+        raise SpecError(f"{flag} {shown(value)}: give a number from {shown(low)} to {shown(high)}{unit}")
 
 
 def choice(flag: str, value: str, valid: tuple[str, ...]) -> str:

@@ -15,6 +15,7 @@ from nova_search.cli._common import (
     StorageOpt,
     StudyArg,
     app,
+    bounded_number,
     choice,
     console,
     emit,
@@ -257,7 +258,7 @@ def export_cmd(
     ] = None,
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", min=1, help="The load you serve, when the policy switches by load."),
+        typer.Option("--concurrency", help="The load you serve, when the policy switches by load."),
     ] = None,
     as_measured: Annotated[
         bool, typer.Option("--as-measured", help="Export the flags exactly as measured (dummy weights too).")
@@ -297,6 +298,9 @@ def export_cmd(
     choice("--format", fmt, EXPORT_FORMATS)
     if device is not None:
         choice("--device", device, DEVICES)
+    from nova_search.spec.workload import MAX_CONCURRENCY
+
+    bounded_number("--concurrency", concurrency, 1, MAX_CONCURRENCY)
     exported = export_study(
         _load(study, storage),
         fmt,

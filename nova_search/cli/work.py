@@ -15,10 +15,12 @@ from typing import Annotated
 import typer
 
 from nova_search.cli._common import (
+    MAX_GPU_ID,
     SetOpt,
     StorageOpt,
     StudyNameOpt,
     app,
+    bounded_number,
     choice,
     console,
     err_console,
@@ -34,7 +36,6 @@ StopAfterOpt = Annotated[
     float | None,
     typer.Option(
         "--stop-after",
-        min=1,
         help="Start no new trial after this many seconds (running trials finish); for time-slotted machines.",
     ),
 ]
@@ -51,17 +52,40 @@ LogFormatOpt = Annotated[
     ),
 ]
 MaxTrialsOpt = Annotated[
-    int | None, typer.Option("--max-trials", min=1, help="Stop a worker after this many trials of its own.")
+    int | None, typer.Option("--max-trials", help="Stop a worker after this many trials of its own.")
 ]
 
 #: exit code of a worker whose study ended with nothing measured
 NOTHING_MEASURED = 3
 
 
+#: the longest --stop-after: 30 days
+MAX_STOP_AFTER_S = 30 * 86_400
+#: the most trials --max-trials takes (a budget's own bound)
+MAX_TRIALS = 1_000_000
+
+
 def _parse_gpus(text: str | None) -> tuple[int, ...]:
     from nova_search.search.placement import gpu_set
 
-    return gpu_set(parse_ints(text, "--gpus", "0,1"))
+    return gpu_set(parse_ints(text, "--gpus", "0,1", maximum=MAX_GPU_ID))
+
+
+def _check_flags(stop_after: float | None = None, max_trials: int | None = None) -> None:
+    """The numeric flags of the commands that run a study, checked before any storage is opened (a
+    refused flag leaves no database file behind)."""
+    bounded_number("--stop-after", stop_after, 1, MAX_STOP_AFTER_S, " seconds")
+    bounded_number("--max-trials", max_trials, 1, MAX_TRIALS)
+
+
+def _engine_here(spec: StudySpec) -> None:
+    """``run`` runs a worker here: a spec that names no engine this host can launch is refused before
+    the study is written (``worker`` checks the stored spec the same way, at its first trial)."""
+    if spec.engine.command is None and spec.engine.resolved_python() is None:
+        raise SpecError(
+            "engine.python is not set: give engine.python (an interpreter that has vLLM), engine.command "
+            "(e.g. [vllm, serve]) or the NOVA_ENGINE_PYTHON environment variable"
+        )
 
 
 def _interrupt_on_sigterm() -> None:
@@ -187,11 +211,13 @@ def run(
     overrides = list(set_ or [])
     if n_trials is not None:
         overrides.append(f"budget.n_trials={n_trials}")
-    spec = load_spec(spec_path, overrides)
+    _check_flags(stop_after)
     gpu_ids = _parse_gpus(gpus)
+    spec = load_spec(spec_path, overrides)
     url = writable_storage(storage_url(storage, spec))
     name = _study_name(study_name, spec)
     check_host_cores(spec)
+    _engine_here(spec)
     # the search stack (Optuna, SQLAlchemy) is loaded once the input is known good: bad input is
     # refused in half a second
     from nova_search.search.lifecycle import create
@@ -280,9 +306,10 @@ def worker(
     from nova_search.search.lifecycle import load
 
     fmt = _log_format(log_format)
+    _check_flags(stop_after, max_trials)
+    gpu_ids = _parse_gpus(gpus)
     _quiet_optuna()
     url = writable_storage(storage_url(storage, None))
-    gpu_ids = _parse_gpus(gpus)
     _loaded, spec = load(study, url)
     check_host_cores(spec)
     _work(study, url, spec, max_trials, gpu_ids, artifacts_dir, stop_after, fmt)
@@ -298,7 +325,6 @@ def node(
         int,
         typer.Option(
             "--gpus-per-worker",
-            min=1,
             help="GPUs each worker owns (1: a worker per GPU; 2 for trials of tensor_parallel_size 2).",
         ),
     ] = 1,
@@ -308,9 +334,7 @@ def node(
     stop_after: StopAfterOpt = None,
     grace: Annotated[
         float,
-        typer.Option(
-            "--grace", min=1, help="Seconds a stopped worker has to record its trial before it is killed."
-        ),
+        typer.Option("--grace", help="Seconds a stopped worker has to record its trial before it is killed."),
     ] = 60.0,
     log_format: LogFormatOpt = "text",
 ) -> None:
@@ -323,9 +347,12 @@ def node(
     from nova_search.worker.node import NodeWorker, run_node, worker_argv, worker_groups
 
     fmt = _log_format(log_format)
+    _check_flags(stop_after, max_trials)
+    bounded_number("--grace", grace, 1, 3600, " seconds")
+    bounded_number("--gpus-per-worker", gpus_per_worker, 1, 64)
+    groups = worker_groups(_parse_gpus(gpus), gpus_per_worker)
     _quiet_optuna()
     url = writable_storage(storage_url(storage, None))
-    groups = worker_groups(_parse_gpus(gpus), gpus_per_worker)
     loaded, spec = load(study, url)
     check_host_cores(spec)
     attrs = loaded.user_attrs

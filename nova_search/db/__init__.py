@@ -12,7 +12,7 @@ storage_of / backend_of / study_id / trial_id / forget_trials_cache / cached_tri
                                          Optuna's private handles, read here only (handles)
 """
 
-from nova_search.db._url import is_sqlite, mask, open_engine, sqlite_path
+from nova_search.db._url import check_sqlite_file, is_sqlite, mask, open_engine, sqlite_path
 from nova_search.db._url import parse as parse_url
 from nova_search.db.budget import StorageLock, budget_spent, count_refused, count_toward_budget
 from nova_search.db.failures import TRANSIENT, storage_error, storage_errors
@@ -50,6 +50,7 @@ __all__ = [
     "heartbeat_settings",
     "is_sqlite",
     "mask",
+    "check_sqlite_file",
     "open_engine",
     "open_storage",
     "parse_url",

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from nova_search.errors import StorageError
+from nova_search.errors import SpecError, StorageError
 from nova_search.redact import secret_name
 
 #: a query parameter of a rendered URL
@@ -91,10 +91,28 @@ def sqlite_path(url: str | URL) -> str | None:
     return parsed.database
 
 
+def check_sqlite_file(url: str) -> None:
+    """A SQLite URL whose path is here but is no database file (a FIFO, a device, a socket, a
+    directory) is refused (SpecError, exit 2) before anything is opened or locked: SQLite would fail
+    on it after nova had made the lock file beside it, and a FIFO could block the open."""
+    from nova_search.files import special_file
+
+    path = sqlite_path(url)
+    if path is None or path.startswith("file:"):
+        return
+    kind = special_file(path)
+    if kind is not None:
+        raise SpecError(
+            f"storage {mask(url)}: {path} is {kind}, not a SQLite database file; give a file path "
+            "(sqlite:///nova.db) or a PostgreSQL URL"
+        )
+
+
 def open_engine(url: str, **kwargs: Any) -> Engine:
     """An engine with ``pool_pre_ping`` and a bounded connection attempt (``connect_timeout``) on
     servers, and a 60 s lock timeout on SQLite."""
     parsed = parse(url)
+    check_sqlite_file(url)
     for key, value in engine_kwargs(parsed).items():
         kwargs.setdefault(key, value)
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-from nova_search.db._url import mask, parse, sqlite_path
+from nova_search.db._url import check_sqlite_file, mask, parse, sqlite_path
 from nova_search.db.connections import server_engine_kwargs, track
 from nova_search.db.failures import storage_errors
 from nova_search.db.retry import retrying
@@ -46,6 +46,7 @@ def open_storage(
     """Optuna's RDBStorage on ``url``; see the module docstring. ``retry_s``: how long a database
     that is away (restarting) is waited for."""
     parsed = parse(url)
+    check_sqlite_file(url)
     if read_only:
         path = sqlite_path(parsed)
         if path is not None and not Path(path).exists():
