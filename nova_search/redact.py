@@ -12,7 +12,7 @@
 - ``mask_text(text, secrets)``: every secret in ``text`` replaced by ``***``.
 - ``one_line(text)``: control characters (newlines, terminal escapes and bidirectional overrides
   included) escaped, so a value can go into a comment, a header, a log line or a terminal without
-  starting a new line or steering the terminal.
+  starting a new line or steering the terminal; ``terminal_safe(text)``: the same, lines kept.
 """
 
 from __future__ import annotations
@@ -172,6 +172,14 @@ def one_line(text: str) -> str:
         )
 
     return CONTROL.sub(escape, text)
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character escaped but its line breaks and tabs: lines as written,
+    and nothing a terminal would act on (an escape or OSC sequence, a bidirectional override). For
+    text nova did not write itself (an engine's message, a stored argv, a name) on its way to a
+    terminal."""
+    return "\n".join("\t".join(one_line(part) for part in line.split("\t")) for line in text.split("\n"))
 
 
 def control_character(text: str) -> str | None:

@@ -45,8 +45,12 @@ COMMAND_ORDER = (
 
 
 def fail(e: NovaError) -> NoReturn:
-    # the message is text, not markup: "[vllm, serve]" would vanish and "[/x]" raise MarkupError
-    err_console.print(f"[red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
+    # the message is text, not markup: "[vllm, serve]" would vanish and "[/x]" raise MarkupError; and it
+    # may quote stored or engine-reported text: nothing in it steers the terminal (redact.terminal_safe)
+    from nova_search.redact import terminal_safe
+
+    shown = escape(terminal_safe(str(e)))
+    err_console.print(f"[red]error:[/] {shown}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(int(e.exit_code))
 
 
@@ -286,4 +290,11 @@ def choice(flag: str, value: str, valid: tuple[str, ...]) -> str:
 
 
 def emit(text: str) -> None:
+    """``text`` on stdout, a line break at its end. Every command's output goes through here: control
+    characters in it (an engine's message, a stored argv or name, which an older study may hold) are
+    escaped, lines and tabs kept (``redact.terminal_safe``), so that reading a study never steers the
+    terminal (JSON escapes its own)."""
+    from nova_search.redact import terminal_safe
+
+    text = terminal_safe(text)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

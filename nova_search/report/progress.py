@@ -34,6 +34,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from nova_search.measure.metrics import LevelResult
+from nova_search.redact import one_line
 from nova_search.results.select import best_trials
 from nova_search.results.trials import StudyResults
 from nova_search.trial.context import NullReporter, TrialEnd
@@ -125,7 +126,7 @@ class RichReporter(NullReporter):
             self._study,
             total=self.total,
             completed=min(self._used, self.total),
-            description=escape(" · ".join(x for x in parts if x)),
+            description=escape(one_line(" · ".join(x for x in parts if x))),
         )
 
     # -- one trial --------------------------------------------------------------------------------
@@ -135,7 +136,7 @@ class RichReporter(NullReporter):
             self._started[number] = time.monotonic()
             self._phase[number] = "sampled"
             self._tasks[number] = self.progress.add_task(f"  #{number} sampled", total=None, start=True)
-            self.console.log(f"trial {number}: {escape(label)}")
+            self.console.log(f"trial {number}: {escape(one_line(label))}")
             self._update_study()
 
     def phase(self, number: int, text: str) -> None:
@@ -170,7 +171,7 @@ class RichReporter(NullReporter):
             text = level + (f" · {rest}" if rest else "")
         else:
             text = phase
-        self.progress.update(task, description=f"  #{number} {escape(text)}")
+        self.progress.update(task, description=f"  #{number} {escape(one_line(text))}")
         self._update_study()
 
     def level_measured(self, number: int, level: LevelResult) -> None:
@@ -208,9 +209,8 @@ class RichReporter(NullReporter):
             color = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red"}.get(end.state, "white")
             note = "" if end.launched else " (refused before launch: not counted toward the budget)"
             # detail may quote an engine's log ("[rank0]: ..."): text, not markup
-            self.console.log(
-                f"trial {end.number} [{color}]{end.state}[/] in {took:.0f}s: {escape(end.detail)}{note}"
-            )
+            detail = escape(one_line(end.detail))
+            self.console.log(f"trial {end.number} [{color}]{end.state}[/] in {took:.0f}s: {detail}{note}")
             best = self.best_text()
             if best and end.feasible:
                 self.console.log(best)
@@ -300,10 +300,12 @@ def _config_block(t: Any) -> list[str]:
     if t.config is None:
         return ["(no configuration recorded)"]
     d = t.config.as_dict()
-    lines = [f"{k}: {v}" for k, v in d.items() if v is not None and k != "speculative"]
+    lines = [one_line(f"{k}: {v}") for k, v in d.items() if v is not None and k != "speculative"]
     spec = d.get("speculative")
     if spec:
-        lines.append("speculative: " + ", ".join(f"{k}={v}" for k, v in spec.items() if v is not None))
+        lines.append(
+            one_line("speculative: " + ", ".join(f"{k}={v}" for k, v in spec.items() if v is not None))
+        )
     if projected := getattr(t, "projected", None):  # synthetic acceptance: its figures are projections
         lines.insert(0, f"PROJECTED ({projected}): a projection, not a measurement of the drafter")
     return lines or ["vLLM defaults"]
@@ -348,7 +350,7 @@ def outcome_table(results: StudyResults) -> Table:
         if t.state == "COMPLETE":
             detail = ", ".join(f"{v:.4g}" for v in t.values or ())
         else:
-            detail = f"{t.reason or ''}: {t.message or ''}"[:500]
+            detail = one_line(f"{t.reason or ''}: {t.message or ''}"[:500])
             if t.reason == "incompatible":
                 detail += " (refused before launch: not counted toward the budget)"
         table.add_row(t.key, t.state, detail)

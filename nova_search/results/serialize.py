@@ -45,6 +45,7 @@ from nova_search.measure.metrics import METRIC_NAMES, LevelResult
 from nova_search.measure.objectives import Objective
 from nova_search.results.cost import GpuSeconds, gpu_time
 from nova_search.results.deploy import DeployAnswer
+from nova_search.results.launch import serve_argv
 from nova_search.results.model import OutputModel, Timestamp, utc
 from nova_search.results.trials import StudyResults, TrialResult
 
@@ -77,7 +78,8 @@ class TrialSummary(OutputModel):
     constraints: dict[str, float]
     #: the launch argv as measured (API key file, host, port included)
     argv: list[str]
-    #: ``vllm serve MODEL FLAGS``: the argv without key file, host or port
+    #: ``vllm serve MODEL FLAGS``: the argv without key file, host, port or nova's own flags, as the
+    #: worker stores it (``nova:deploy_argv``), whatever interpreter or command ran the trial
     deployable_argv: list[str]
     #: vLLM's version as its server reported it
     engine_version: str | None
@@ -189,7 +191,7 @@ def trial_summary(trial: TrialResult, objectives: Sequence[Objective] = ()) -> T
         config=trial.config.as_dict() if trial.config else None,
         constraints=trial.constraints,
         argv=list(trial.argv),
-        deployable_argv=list(trial.deployable_argv),
+        deployable_argv=list(serve_argv(trial.argv)),  # what the worker stored as nova:deploy_argv
         engine_version=trial.engine_version,
         client_bound_levels=list(trial.client_bound_levels),
         projected=projection.label(trial.config),
