@@ -23,17 +23,39 @@ from nova_search.redact import secret_name
 _QUERY_PARAM = re.compile(r"(?<=[?&])([^=&]+)=([^&]*)")
 
 
+#: query parameters whose values are shown: connection settings that hold no secret (libpq's, and
+#: SQLite's URI options). Any other's value is masked, a secret's by name (``password``, ``passfile``)
+#: and an unknown one's too: ``options`` carries server settings (``-c password=...``), and a parameter
+#: nova does not know may hold anything
+SHOWN_QUERY = frozenset(
+    {
+        "sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "sslcrldir", "sslsni", "requiressl",
+        "sslcompression", "ssl_min_protocol_version", "ssl_max_protocol_version", "gssencmode",
+        "channel_binding", "require_auth", "connect_timeout", "application_name",
+        "fallback_application_name", "target_session_attrs", "load_balance_hosts", "keepalives",
+        "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+        "client_encoding", "krbsrvname", "gsslib", "service", "host", "hostaddr", "port", "dbname",
+        "user", "mode", "uri", "cache", "immutable", "nolock", "vfs", "timeout", "check_same_thread",
+    }
+)  # fmt: skip
+
+
 def mask(url: str) -> str:
-    """The URL with its password, and the value of every query parameter whose name says it holds a
-    secret (``?password=``, ``sslpassword``, ``passfile``, ``...token``: ``redact.secret_name``),
-    replaced by ***: safe for logs, errors and the stored spec."""
+    """The URL with its password, and the value of every query parameter but the connection settings
+    of ``SHOWN_QUERY`` (a secret's: ``?password=``, ``sslpassword``, ``passfile``, ``...token``; and
+    ``options`` or any parameter not known to hold none), replaced by ***: safe for logs, errors and the
+    stored spec."""
     try:
         shown = make_url(url).render_as_string(hide_password=True)
     except (ArgumentError, ValueError, TypeError):
         return "<unparseable storage URL>"
-    return _QUERY_PARAM.sub(
-        lambda m: f"{m.group(1)}=***" if secret_name(unquote(m.group(1))) else m.group(0), shown
-    )
+
+    def param(m: re.Match[str]) -> str:
+        name = unquote(m.group(1))
+        hidden = secret_name(name) or name.lower() not in SHOWN_QUERY
+        return f"{m.group(1)}=***" if hidden and m.group(2) else m.group(0)
+
+    return _QUERY_PARAM.sub(param, shown)
 
 
 #: the longest one connection attempt to a database server may take (a black-holed address, a server

@@ -119,6 +119,13 @@ def test_safe_study_names_pass(name):
             "postgresql://db/nova?application_name=x&auth_token=***",
         ),
         ("sqlite:///nova.db", "sqlite:///nova.db"),
+        # issue 53: options carries server settings (a password among them), an unknown one anything
+        (
+            "postgresql+psycopg://nova@db/nova?options=-c%20password%3Dhunter2&connect_timeout=5",
+            "postgresql+psycopg://nova@db/nova?connect_timeout=5&options=***",
+        ),
+        ("postgresql://db/nova?bogus=hunter2", "postgresql://db/nova?bogus=***"),
+        ("sqlite:///nova.db?timeout=30", "sqlite:///nova.db?timeout=30"),
     ],
 )
 def test_the_storage_url_is_masked_in_its_password_and_its_secret_query_parameters(url, shown):
