@@ -123,11 +123,15 @@ def _work(
     log_format: str = "text",
 ) -> None:
     import contextlib
+    import shlex
     import sys
 
+    from nova_search import redact
     from nova_search.db import mask, storage_retry_s
     from nova_search.report.dashboard.publish import after_stage, after_trial
+    from nova_search.report.policy import answer_summary
     from nova_search.report.progress import JsonReporter, RichReporter, outcome_table, pareto_table
+    from nova_search.results.deploy import deploy_answer
     from nova_search.results.load import load_results
     from nova_search.worker.loop import WorkerOptions
     from nova_search.worker.stage_loop import run_stages
@@ -188,8 +192,16 @@ def _work(
             "See the reasons above and each trial's note (nova-search dashboard)."
         )
         raise typer.Exit(NOTHING_MEASURED)
-    if spec.staged:
-        out.print(f"verdict and deployment policy: nova-search policy {study_name} --storage ...")
+    # the last screen is the answer: the table above ranks trials, its top row need not be what to run
+    answer = deploy_answer(results)
+    out.print(redact.terminal_safe(answer_summary(answer)), markup=False, highlight=False, soft_wrap=True)
+    policy = f"nova-search policy {study_name} --storage {shlex.quote(mask(url))}"
+    out.print(
+        f"why, the evidence and the other loads: {policy}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()

@@ -92,6 +92,17 @@ def test_every_place_gives_the_same_answer(url, tmp_path):
     assert f"(trial {trial})" in text and shlex.split(text.splitlines()[-1]) == argv
 
 
+def test_the_worker_written_study_note_names_the_device(url):
+    """The study note the worker wrote (the dashboard's) says where the answer was measured, as the
+    answer, policy and status do: never "an unrecorded device"."""
+    from optuna_dashboard import get_note
+
+    answer = stored_answer(url)
+    note = get_note(optuna.load_study(study_name=NAME, storage=url))
+    assert answer["device"] and f"on {answer['device']}," in note, note[:1500]
+    assert "an unrecorded device" not in note
+
+
 def test_policy_write_stores_it_again(url):
     study = optuna.load_study(study_name=NAME, storage=url)
     before = study.user_attrs[schema.DEPLOY.key]
