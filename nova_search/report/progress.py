@@ -25,9 +25,10 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
     TaskID,
-    TextColumn,
     TimeElapsedColumn,
 )
 from rich.table import Column, Table
@@ -52,6 +53,21 @@ def _duration(seconds: float | None) -> str:
     return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
 
 
+class _Description(ProgressColumn):
+    """The text of a row, as plain text (never markup), folded onto further lines rather than cut at
+    the terminal's width (80 or 120 columns cut the running best and the ETA); the study's row is
+    written at every refresh (``RichReporter.study_text``), so its ETA counts down between events."""
+
+    def __init__(self, reporter: RichReporter) -> None:
+        super().__init__(table_column=Column(no_wrap=False, overflow="fold", ratio=1))
+        self.reporter = reporter
+
+    def render(self, task: Task) -> Text:
+        if task.id == self.reporter._study:
+            return Text(self.reporter.study_text())
+        return Text(task.description)
+
+
 class RichReporter(NullReporter):
     """Progress for a person. ``objectives`` are (name, maximize) pairs, for the running best."""
 
@@ -59,18 +75,21 @@ class RichReporter(NullReporter):
         self.console = console
         self.total = total
         self.objectives = tuple(objectives)
-        # the text last: on a narrow terminal rich cuts it at the end, and the bar and counts stay
+        # the text last: it takes the width the bar and counts leave, and folds onto another line when
+        # it needs more (never cut)
+        self._lock = threading.RLock()
+        self._study = TaskID(-1)  # set below; _Description reads it
+        self._waiting = False
         self.progress = Progress(
             SpinnerColumn(),
             BarColumn(bar_width=20),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+            _Description(self),
             console=console,
             transient=True,
             expand=True,  # the text takes the width left; the other columns keep theirs
         )
-        self._lock = threading.RLock()
         self._study = self.progress.add_task("trials", total=total, start=True)
         self._tasks: dict[int, TaskID] = {}
         self._started: dict[int, float] = {}
@@ -94,6 +113,7 @@ class RichReporter(NullReporter):
     def budget(self, used: int, total: int, refused: int) -> None:
         with self._lock:
             self._used, self.total, self._refused = used, total, refused
+            self._waiting = False
             self._update_study()
 
     def eta_s(self) -> float | None:
@@ -115,18 +135,22 @@ class RichReporter(NullReporter):
                 parts.append(f"{name} {'↑' if maximize else '↓'} {value:.4g} (#{number})")
         return "best: " + ", ".join(parts) if parts else ""
 
+    def study_text(self) -> str:
+        """The study's row: trial i of N, the ETA as of now, what was refused, the running best."""
+        with self._lock:
+            if self._waiting:
+                return "waiting"
+            eta = self.eta_s()
+            parts = [f"trial {min(self._used, self.total)} of {self.total}"]
+            parts.append(f"ETA {_duration(eta)}" if eta is not None else "ETA after the first measured trial")
+            if self._refused:
+                parts.append(f"{self._refused} refused (not counted)")
+            parts.append(self.best_text())
+            return one_line(" · ".join(x for x in parts if x))
+
     def _update_study(self) -> None:
-        eta = self.eta_s()
-        parts = [f"trial {min(self._used, self.total)} of {self.total}"]
-        parts.append(f"ETA {_duration(eta)}" if eta is not None else "ETA after the first measured trial")
-        if self._refused:
-            parts.append(f"{self._refused} refused (not counted)")
-        parts.append(self.best_text())
         self.progress.update(
-            self._study,
-            total=self.total,
-            completed=min(self._used, self.total),
-            description=escape(one_line(" · ".join(x for x in parts if x))),
+            self._study, total=self.total, completed=min(self._used, self.total), description="trials"
         )
 
     # -- one trial --------------------------------------------------------------------------------
@@ -171,7 +195,7 @@ class RichReporter(NullReporter):
             text = level + (f" · {rest}" if rest else "")
         else:
             text = phase
-        self.progress.update(task, description=f"  #{number} {escape(one_line(text))}")
+        self.progress.update(task, description=f"  #{number} {one_line(text)}")  # plain text (_Description)
         self._update_study()
 
     def level_measured(self, number: int, level: LevelResult) -> None:
@@ -222,7 +246,7 @@ class RichReporter(NullReporter):
                 f"budget used up: waiting for {running} running trial(s) elsewhere "
                 "(one may be a dead worker's, to be retried)"
             )
-            self.progress.update(self._study, description="waiting")
+            self._waiting = True
 
 
 def _plain(v: Any) -> Any:
