@@ -171,7 +171,15 @@ def storage_url(flag: str | None, spec: StudySpec | None) -> str:
     what = (
         "storage" if not flag else "NOVA_STORAGE" if flag == os.environ.get("NOVA_STORAGE") else "--storage"
     )
+    from nova_search.redact import control_character
+
+    c = control_character(url)
+    if c is not None:  # it names a file, goes into messages and the stored spec: never a terminal escape
+        raise SpecError(f"{what}: the URL holds a control character ({c}); give it on one plain line")
     _refuse_in_memory(url, what)
+    from nova_search.db import check_settings
+
+    check_settings()  # NOVA_STORAGE_RETRY_S and the others: a bad one refused before anything is opened
     return url
 
 

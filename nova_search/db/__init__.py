@@ -28,7 +28,13 @@ from nova_search.db.handles import (
 from nova_search.db.migrate import current, downgrade, upgrade
 from nova_search.db.queries import BEST_AT_CONCURRENCY_SQL
 from nova_search.db.retry import retrying, storage_retry_s
-from nova_search.db.storage import heartbeat_settings, open_storage, rdb_storage, study_names
+from nova_search.db.storage import (
+    check_settings,
+    heartbeat_settings,
+    open_storage,
+    rdb_storage,
+    study_names,
+)
 from nova_search.db.store import LevelStore
 from nova_search.db.tables import Base, LevelResultRow
 
@@ -50,6 +56,7 @@ __all__ = [
     "heartbeat_settings",
     "is_sqlite",
     "mask",
+    "check_settings",
     "check_sqlite_file",
     "open_engine",
     "open_storage",

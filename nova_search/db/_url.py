@@ -16,7 +16,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from nova_search.errors import SpecError, StorageError
+from nova_search.errors import InputError, SpecError, StorageError
 from nova_search.redact import secret_name
 
 #: a query parameter of a rendered URL
@@ -65,10 +65,33 @@ CONNECT_TIMEOUT_S = 10
 MIN_CONNECT_TIMEOUT_S = 2
 
 
+def env_number(name: str, default: float, low: float, high: float, *, whole: bool = False) -> float:
+    """The number in environment variable ``name`` (``default`` when unset or blank), from ``low`` to
+    ``high`` (a whole number when ``whole``); InputError (exit 2) naming the variable otherwise: a
+    mistyped value is refused before any storage is opened, never a traceback, and never NaN or
+    infinity (an infinite retry window would wait for good)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    kind = "a whole number" if whole else "a number"
+    bad = InputError(f"{name}={raw[:40]!r}: give {kind} from {low:g} to {high:g}")
+    try:
+        value = float(raw) if not whole else float(int(raw))
+    except (ValueError, OverflowError):
+        raise bad from None
+    if not math.isfinite(value) or not low <= value <= high:
+        raise bad
+    return value
+
+
+#: the longest retry window accepted (a day)
+MAX_RETRY_S = 86_400.0
+
+
 def retry_window_s() -> float:
     """How long a database that is away (a restart, a failover) is waited for, start-up included:
-    NOVA_STORAGE_RETRY_S, default 300 s (``db.storage_retry_s``)."""
-    return float(os.environ.get("NOVA_STORAGE_RETRY_S", "300"))
+    NOVA_STORAGE_RETRY_S, default 300 s, 0 to a day (``db.storage_retry_s``)."""
+    return env_number("NOVA_STORAGE_RETRY_S", 300.0, 0.0, MAX_RETRY_S)
 
 
 def connect_timeout() -> int:

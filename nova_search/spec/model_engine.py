@@ -146,6 +146,17 @@ OWN_ENV: dict[str, str] = {
 }
 
 
+def exact_own_flag(word: str) -> str | None:
+    """The nova-owned flag ``word`` is, written in full (``--served_model_name=x``, ``-tp``), or None.
+    For ``engine.command``, whose words may be another program's (docker's ``-t``, ``--device``):
+    abbreviations are not read there; ``--config`` is left out (docker's own)."""
+    name = word.split("=", 1)[0]
+    if name.startswith("--"):
+        long = redact.normalise_flag(name)
+        return long if long in (*GUARDED_FLAGS, *OWN_FLAGS) and long != "--config" else None
+    return OWN_SHORT_FLAGS.get(name)
+
+
 def own_flag(arg: str) -> str | None:
     """The nova-owned flag (``GUARDED_FLAGS``, ``OWN_FLAGS``, ``OWN_SHORT_FLAGS``, written long) that
     ``arg`` sets as vLLM reads it (any spelling, ``=value``, an abbreviation), or None."""
@@ -258,6 +269,15 @@ class EngineSpec(StrictModel):
             if problem:
                 raise ValueError(problem)
         for i, word in enumerate(self.command or ()):
+            flag = exact_own_flag(word) if i > 0 else None
+            if flag is not None:
+                spelt = word.split("=", 1)[0]
+                said = flag if spelt == flag else spelt
+                raise ValueError(
+                    f"command.{i}: {said} is nova-search's to set ({flag}: "
+                    f"{OWN_FLAGS.get(flag, 'it sets it per trial')}); engine.command is the launcher "
+                    "before the model (e.g. [vllm, serve])"
+                )
             if redact.word_secrets(word):
                 raise ValueError(
                     f"command.{i}: a URL with a password, a secret query parameter or a NAME=secret "

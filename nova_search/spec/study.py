@@ -281,6 +281,9 @@ def launch_problems(spec: StudySpec) -> list[str]:
                 "to the host's core count - 1; each worker checks them against its own cores as it starts)"
             )
     check("artifacts_dir", spec.artifacts_dir)
+    c = redact.control_character(spec.storage or "")
+    if c is not None:
+        problems.append(f"storage: the URL holds a control character ({c}); give it on one plain line")
     return problems
 
 

@@ -391,6 +391,21 @@ ROWS: list[Row] = [
     Row("sqlite-fifo-upgrade", "is a FIFO (named pipe), not a SQLite database file", None, ("db", "upgrade", "--storage", "{storage}"), prepare=_fifo_at("study.db")),
     Row("sqlite-fifo-status", "is a FIFO (named pipe), not a SQLite database file", None, ("status", "tiny-cpu", "--storage", "{storage}"), prepare=_fifo_at("study.db")),
     Row("sqlite-dev-null", "/dev/null is a character device, not a SQLite database file", None, ("create", "{spec}", "--storage", "sqlite:////dev/null")),
+    Row("sqlite-directory", "study.db is a directory, not a SQLite database file", None, prepare=lambda folder, storage: (folder / "study.db").mkdir()),
+    # ---- issue 53: the engine.command may not carry nova's own flags either (whole words)
+    Row("command-tp", "command.2: -tp is nova-search's to set", at("engine.command", ["vllm", "serve", "-tp", "8"]), pg=True),
+    Row("command-served-name", "command.2: --served_model_name is nova-search's to set (--served-model-name:", at("engine.command", ["vllm", "serve", "--served_model_name=x"])),
+    # ---- issue 53: the storage URL and the storage settings of the environment
+    Row("storage-esc-flag", "--storage: the URL holds a control character (\\x1b)", None, ("create", "{spec}", "--storage", "sqlite:///a\x1b[2J.db")),
+    Row("storage-bidi-spec", "storage: the URL holds a control character (\\u202e)", at("storage", "sqlite:///a\u202eb.db"), ("create", "{spec}")),
+    Row("storage-esc-env", "NOVA_STORAGE: the URL holds a control character", None, ("status", "tiny-cpu"), env={"NOVA_STORAGE": "sqlite:///a\x1b]0;x\x07.db"}),
+    Row("retry-s-text", "NOVA_STORAGE_RETRY_S='abc': give a number from 0 to 86400", None, env={"NOVA_STORAGE_RETRY_S": "abc"}, pg=True),
+    Row("retry-s-nan", "NOVA_STORAGE_RETRY_S='nan'", None, ("run", "{spec}", "--storage", "{storage}"), env={"NOVA_STORAGE_RETRY_S": "nan"}),
+    Row("retry-s-inf", "NOVA_STORAGE_RETRY_S='inf'", None, ("worker", "tiny-cpu", "--storage", "{storage}"), env={"NOVA_STORAGE_RETRY_S": "inf"}),
+    Row("retry-s-negative", "NOVA_STORAGE_RETRY_S='-5'", None, ("db", "upgrade", "--storage", "{storage}"), env={"NOVA_STORAGE_RETRY_S": "-5"}),
+    Row("heartbeat-text", "NOVA_HEARTBEAT_INTERVAL='abc': give a whole number", None, env={"NOVA_HEARTBEAT_INTERVAL": "abc"}),
+    Row("grace-zero", "NOVA_GRACE_PERIOD='0'", None, ("run", "{spec}", "--storage", "{storage}"), env={"NOVA_GRACE_PERIOD": "0"}),
+    Row("pool-one", "NOVA_DB_POOL_SIZE='1'", None, env={"NOVA_DB_POOL_SIZE": "1"}, pg=True),
 ]  # fmt: skip
 
 
