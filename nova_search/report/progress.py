@@ -36,12 +36,10 @@ from rich.text import Text
 
 from nova_search.measure.metrics import LevelResult
 from nova_search.redact import one_line
+from nova_search.results.schemas.events import EVENTS_SCHEMA_VERSION
 from nova_search.results.select import best_trials
 from nova_search.results.trials import StudyResults
 from nova_search.trial.context import NullReporter, TrialEnd
-
-#: the event stream's version: bumped when a field changes meaning or goes (adding one does not)
-EVENTS_SCHEMA_VERSION = 1
 
 
 def _duration(seconds: float | None) -> str:

@@ -5,6 +5,7 @@ the one table every exit code comes from and docs/commands.md shows."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import sys
@@ -28,6 +29,7 @@ from nova_search.errors import (
     StorageError,
     StudyError,
 )
+from nova_search.report.progress import JsonReporter
 from nova_search.results import schemas
 from nova_search.results.deploy import deploy_answer
 from nova_search.results.schemas import OUTPUTS, BenchOutput, load, stale
@@ -36,6 +38,7 @@ from nova_search.results.serialize import best_output, dumps_json, policy_dict, 
 from nova_search.results.speculation import verdict_of
 from nova_search.results.standing import status_output, study_status
 from nova_search.schema import WorkerTag
+from nova_search.trial.context import TrialEnd
 from nova_search.worker.node import INTERRUPTED
 from tests.support import REPO
 from tests.support.builders import full_report_study, level
@@ -60,11 +63,21 @@ def test_the_shipped_schemas_are_current(monkeypatch, capsys) -> None:
     assert names == {f"{o.name}.schema.json" for o in OUTPUTS}  # no schema left over from a gone output
 
 
+def _documents(schema: dict) -> list[dict]:
+    """The object(s) a document of ``schema`` is: its own, or each kind of a union (the events)."""
+    return (
+        [schema]
+        if "properties" in schema
+        else [schema["$defs"][r["$ref"].split("/")[-1]] for r in schema["oneOf"]]
+    )
+
+
 def test_every_schema_requires_its_fixed_schema_version() -> None:
     for o in OUTPUTS:
         schema = load(o.name)
-        assert "schema_version" in schema["required"], o.name
-        assert schema["properties"]["schema_version"]["const"] == o.version, o.name
+        for doc in _documents(schema):
+            assert "schema_version" in doc["required"], o.name
+            assert doc["properties"]["schema_version"]["const"] == o.version, o.name
         assert f"schema_version {o.version}" in schema["title"]
     answer = deploy_answer(full_report_study(), verdict_of(full_report_study())).as_json()
     for name in ("deploy", "policy"):  # the deploy answer's version is fixed too, in both its outputs
@@ -220,3 +233,25 @@ def test_docs_show_the_table() -> None:
     section = text[text.index("## Exit codes") :]
     rows = dict(re.findall(r"^\| (\d+) \| ([A-Z_]+) \|", section, flags=re.M))
     assert rows == {str(int(c)): c.name for c in ExitCode}
+
+
+def test_every_event_line_validates_against_the_events_schema() -> None:
+    """The worker's event stream (--log-format json): every kind of line, as JsonReporter writes it,
+    validates against events.schema.json with format checks (its time is UTC with the offset)."""
+    out = io.StringIO()
+    r = JsonReporter(out, "s")
+    r.budget(1, 4, 0)
+    r.trial_started(0, "x", {"max_num_seqs": 8, "speculative": None})
+    r.level_measured(0, level(4))
+    r.trial_finished(TrialEnd(0, "COMPLETE", "ok", values=(1.5, float("nan")), feasible=True))
+    r.trial_finished(TrialEnd(1, "PRUNED", "incompatible: x", reason="incompatible", launched=False))
+    r.waiting(2)
+    r.exited(2)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["event"] for e in lines] == [
+        "trial_started", "level_measured", "trial_ended", "trial_ended", "worker_waiting", "worker_exited"
+    ]  # fmt: skip
+    for line in lines:
+        validate(line, "events")
+    with pytest.raises(jsonschema.ValidationError):
+        validate(lines[0] | {"event": "trial_exploded"}, "events")
