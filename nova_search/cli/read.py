@@ -305,6 +305,12 @@ def export_cmd(
     from nova_search.spec.workload import MAX_CONCURRENCY
 
     bounded_number("--concurrency", concurrency, 1, MAX_CONCURRENCY)
+    from nova_search.redact import control_character
+
+    for flag, value in (("--model", model), ("--image", image)):
+        c = control_character(value or "")
+        if c is not None:  # both go into the command, the YAML and its header
+            raise SpecError(f"{flag}: the value holds a control character ({c}); give it on one line")
     exported = export_study(
         _load(study, storage),
         fmt,

@@ -71,11 +71,28 @@ def _parse_gpus(text: str | None) -> tuple[int, ...]:
     return gpu_set(parse_ints(text, "--gpus", "0,1", maximum=MAX_GPU_ID))
 
 
-def _check_flags(stop_after: float | None = None, max_trials: int | None = None) -> None:
-    """The numeric flags of the commands that run a study, checked before any storage is opened (a
-    refused flag leaves no database file behind)."""
+def _check_flags(
+    stop_after: float | None = None, max_trials: int | None = None, artifacts_dir: str | None = None
+) -> None:
+    """The flags of the commands that run a study, checked before any storage is opened (a refused flag
+    leaves no database file behind): the numbers in range, and ``--artifacts-dir`` a folder (or one
+    to make), never a file, a FIFO or a device, which would fail every trial."""
     bounded_number("--stop-after", stop_after, 1, MAX_STOP_AFTER_S, " seconds")
     bounded_number("--max-trials", max_trials, 1, MAX_TRIALS)
+    if artifacts_dir is not None:
+        from nova_search.files import special_file
+        from nova_search.redact import control_character
+
+        c = control_character(artifacts_dir)
+        if c is not None or not artifacts_dir.strip():
+            raise SpecError(
+                f"--artifacts-dir: {'is empty' if c is None else f'holds a control character ({c})'}"
+            )
+        kind = special_file(artifacts_dir, folder_ok=True)
+        if kind is not None:
+            raise SpecError(
+                f"--artifacts-dir {artifacts_dir}: {kind}, not a folder; give a folder (made if missing)"
+            )
 
 
 def _engine_here(spec: StudySpec) -> None:
@@ -223,7 +240,7 @@ def run(
     overrides = list(set_ or [])
     if n_trials is not None:
         overrides.append(f"budget.n_trials={n_trials}")
-    _check_flags(stop_after)
+    _check_flags(stop_after, artifacts_dir=artifacts_dir)
     gpu_ids = _parse_gpus(gpus)
     spec = load_spec(spec_path, overrides)
     url = writable_storage(storage_url(storage, spec))
@@ -318,7 +335,7 @@ def worker(
     from nova_search.search.lifecycle import load
 
     fmt = _log_format(log_format)
-    _check_flags(stop_after, max_trials)
+    _check_flags(stop_after, max_trials, artifacts_dir)
     gpu_ids = _parse_gpus(gpus)
     _quiet_optuna()
     url = writable_storage(storage_url(storage, None))
@@ -359,7 +376,7 @@ def node(
     from nova_search.worker.node import NodeWorker, run_node, worker_argv, worker_groups
 
     fmt = _log_format(log_format)
-    _check_flags(stop_after, max_trials)
+    _check_flags(stop_after, max_trials, artifacts_dir)
     bounded_number("--grace", grace, 1, 3600, " seconds")
     bounded_number("--gpus-per-worker", gpus_per_worker, 1, 64)
     groups = worker_groups(_parse_gpus(gpus), gpus_per_worker)

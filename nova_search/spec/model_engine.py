@@ -344,7 +344,15 @@ def extra_args_problem(args: list[str]) -> str | None:
 def env_problem(key: str, value: str) -> str | None:
     """Why ``engine.env.KEY: VALUE`` must not be written in a spec, or None: a secret by its name
     (``redact.secret_name``: not one ``${NAME}`` reference) or by what it holds (a URL with a password,
-    a secret query parameter). Never quotes the value."""
+    a secret query parameter), or a reference to one of nova's own variables (``${NOVA_STORAGE}``
+    holds the database's password: the server never gets nova's environment). Never quotes the
+    value."""
+    for m in redact.REFERENCE.finditer(value):
+        if m.group(1).startswith("NOVA_"):
+            return (
+                f"env.{key}: ${{{m.group(1)}}} is nova-search's own variable (NOVA_STORAGE holds the "
+                "database's password): a server never gets nova's environment"
+            )
     if redact.secret_name(key) and not _ONE_REFERENCE.fullmatch(value) and value.lower() not in _SWITCHES:
         return (
             f"env.{key} looks like a secret, and the spec is stored with the study (dump, "

@@ -266,6 +266,9 @@ def local_file_problems(spec: StudySpec) -> list[str]:
     check("model.path", spec.model.path, folder_ok=True, inside="config.json")
     for method, drafter in spec.space.speculative.drafters.items():
         check(f"space.speculative.drafters.{method}", drafter, folder_ok=True, inside="config.json")
+    kind = special_file(spec.artifacts_dir, folder_ok=True)
+    if kind is not None:  # every trial writes its server log there
+        problems.append(f"artifacts_dir: {spec.artifacts_dir} is {kind}, not a folder")
     return problems
 
 

@@ -406,6 +406,13 @@ ROWS: list[Row] = [
     Row("heartbeat-text", "NOVA_HEARTBEAT_INTERVAL='abc': give a whole number", None, env={"NOVA_HEARTBEAT_INTERVAL": "abc"}),
     Row("grace-zero", "NOVA_GRACE_PERIOD='0'", None, ("run", "{spec}", "--storage", "{storage}"), env={"NOVA_GRACE_PERIOD": "0"}),
     Row("pool-one", "NOVA_DB_POOL_SIZE='1'", None, env={"NOVA_DB_POOL_SIZE": "1"}, pg=True),
+    # ---- issue 53: where the server logs go, nova's own variables, the export's free text
+    Row("artifacts-flag-fifo", "--artifacts-dir art: a FIFO (named pipe), not a folder", None, ("run", "{spec}", "--storage", "{storage}", "--artifacts-dir", "art"), prepare=_fifo_at("art")),
+    Row("artifacts-flag-esc", "--artifacts-dir: holds a control character (\\x1b)", None, ("worker", "tiny-cpu", "--storage", "{storage}", "--artifacts-dir", "a\x1b[2J")),
+    Row("artifacts-spec-fifo", "artifacts_dir: art is a FIFO (named pipe), not a folder", at("artifacts_dir", "art"), prepare=_fifo_at("art"), pg=True),
+    Row("env-ref-nova-storage", "env.DB: ${NOVA_STORAGE} is nova-search's own variable", at("engine.env", {"DB": "${NOVA_STORAGE}"}), pg=True),
+    Row("export-image-newline", "--image: the value holds a control character (\\n)", None, ("export", "tiny-cpu", "--storage", "{storage}", "--image", "img\n---\nkind: Pod")),
+    Row("export-model-esc", "--model: the value holds a control character (\\x1b)", None, ("export", "tiny-cpu", "--storage", "{storage}", "--model", "m\x1b]0;x\x07")),
 ]  # fmt: skip
 
 
