@@ -35,13 +35,12 @@ import httpx
 from nova_search.engine.command import LaunchPlan
 from nova_search.engine.reaper import kill_marked
 from nova_search.errors import EngineError, TrialFailure
+from nova_search.files import LOG_HEAD_BYTES, MAX_LOG_BYTES, cap_log
+
+__all__ = ["LOG_HEAD_BYTES", "MAX_LOG_BYTES", "Server", "classify_failure", "free_port", "tail"]
 
 log = logging.getLogger("nova_search")
 
-#: the most of a server's log kept once it stops (the trial's stored artifact): its first
-#: LOG_HEAD_BYTES (the arguments, the boot) and the rest from its end (how it ended)
-MAX_LOG_BYTES = 8 << 20
-LOG_HEAD_BYTES = 1 << 20
 
 #: log patterns -> classified reason, first match wins. A new, understood failure joins this table
 #: (and, if it is a configuration rule, the compatibility table in search/rules.py).
@@ -302,28 +301,8 @@ class Server:
             os.close(fd)
 
     def _cap_log(self) -> None:
-        """Keep at most MAX_LOG_BYTES of the stopped server's log: its head and its tail, with a line
-        saying how much was left out between them."""
-        try:
-            size = self.log_path.stat().st_size
-            if size <= MAX_LOG_BYTES:
-                return
-            with self.log_path.open("rb") as f:
-                head = f.read(LOG_HEAD_BYTES)
-                f.seek(size - (MAX_LOG_BYTES - LOG_HEAD_BYTES))
-                rest = f.read()
-        except OSError:
-            return
-        gap = size - len(head) - len(rest)
-        note = f"\n[nova-search: {gap} bytes of this log left out; it keeps {MAX_LOG_BYTES} bytes]\n".encode()
-        tmp = self.log_path.with_name(self.log_path.name + ".cap")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(head + note + rest)
-            os.replace(tmp, self.log_path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
+        """Keep at most MAX_LOG_BYTES of the stopped server's log (``files.cap_log``)."""
+        cap_log(self.log_path)
 
     def _kill_detached(self) -> None:
         """Kill (and report) the server's processes that left its process group: found by its mark."""
@@ -364,8 +343,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 pass
             self._kill_detached()
+        self._cap_log()  # first: masking then reads at most MAX_LOG_BYTES
         self._mask_secrets()
-        self._cap_log()
         if self._guard_fd is not None:
             os.close(self._guard_fd)
             self._guard_fd = None
