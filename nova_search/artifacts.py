@@ -17,6 +17,7 @@ it never costs a measurement.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, upload_artifact
 
+from nova_search.files import cap_log
 from nova_search.measure.records import RequestRecord
 
 if TYPE_CHECKING:
@@ -85,16 +87,27 @@ def append_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> bool:
 
 
 def upload_files(trial: optuna.Trial, store: ArtifactStore, paths: Sequence[Path]) -> dict[str, str]:
-    """Upload each existing file to ``store`` as an artifact of ``trial``: file name -> artifact id.
-    Never raises; a file that cannot be uploaded is logged and left out."""
+    """Upload each existing file to ``store`` as an artifact of ``trial``: file name -> artifact id. A
+    log over ``files.MAX_LOG_BYTES`` (a server still running as the slot's leader, not yet capped)
+    goes up capped, its head and tail. Never raises; a file that cannot be uploaded is logged and left
+    out."""
     out: dict[str, str] = {}
     for path in paths:
         if not path.is_file():
             continue
+        # the capped copy keeps the file's name: the artifact is named after it
+        capped = path.parent / ".nova-upload" / path.name
+        source = path
+        if path.suffix == ".log":
+            try:
+                capped.parent.mkdir(exist_ok=True)
+                source = capped if cap_log(path, capped) else path
+            except OSError:
+                pass  # uploaded whole
         try:
             out[path.name] = upload_artifact(
                 artifact_store=store,
-                file_path=str(path),
+                file_path=str(source),
                 study_or_trial=trial,
                 mimetype=MIMETYPES.get(path.suffix),
             )
@@ -106,4 +119,9 @@ def upload_files(trial: optuna.Trial, store: ArtifactStore, paths: Sequence[Path
                 type(e).__name__,
                 e,
             )
+        finally:
+            if source is capped:
+                capped.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                capped.parent.rmdir()  # when empty
     return out

@@ -60,6 +60,20 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def special_file(path: str | os.PathLike[str], *, folder_ok: bool = False) -> str | None:
+    """What ``path`` is when it exists and nova could not read it as a file ("a FIFO (named pipe)", "a
+    character device", "a socket"; "a directory" unless ``folder_ok``), links followed; None for a
+    regular file, a missing path or one that cannot be looked at (read later, with its own error).
+    Never opens it: a FIFO would block."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode) or (folder_ok and stat.S_ISDIR(mode)):
+        return None
+    return _kind(mode)
+
+
 def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes. Never blocks on a FIFO or a device: the
     file is checked with ``stat`` (links followed), opened with O_NONBLOCK and checked again with
@@ -95,3 +109,39 @@ def _size(n: int) -> str:
         if n >= 1 << shift:
             return f"{n / (1 << shift):.4g} {unit}"
     return f"{n} bytes"
+
+
+#: the most of a log kept (a server's log, stored as a trial's artifact): its first LOG_HEAD_BYTES (how
+#: it started) and the rest from its end (how it ended)
+MAX_LOG_BYTES = 8 << 20
+LOG_HEAD_BYTES = 1 << 20
+
+
+def cap_log(path: str | os.PathLike[str], target: str | os.PathLike[str] | None = None) -> bool:
+    """Write ``path`` cut to MAX_LOG_BYTES (its head and its tail, a line saying how much was left
+    out between them) to ``target`` (default: ``path`` itself, replaced atomically). True when it was
+    over the cap (and so written), False when it was not (nothing written) or cannot be read."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size <= MAX_LOG_BYTES:
+            return False
+        with p.open("rb") as f:
+            head = f.read(LOG_HEAD_BYTES)
+            f.seek(size - (MAX_LOG_BYTES - LOG_HEAD_BYTES))
+            rest = f.read()
+    except OSError:
+        return False
+    gap = size - len(head) - len(rest)
+    note = f"\n[nova-search: {gap} bytes of this log left out; it keeps {MAX_LOG_BYTES} bytes]\n".encode()
+    out = Path(target) if target is not None else p
+    tmp = out.with_name(out.name + ".cap")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(head + note + rest)
+        os.replace(tmp, out)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
+    return True

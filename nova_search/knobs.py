@@ -19,6 +19,8 @@ import math
 from dataclasses import Field, asdict, dataclass, field, fields, replace
 from typing import Any, Literal, get_args, get_type_hints
 
+from nova_search import redact
+
 KnobKind = Literal["value", "bool", "json"]
 
 
@@ -196,7 +198,16 @@ class Knob:
     redrawn_by_drafting: bool
 
     def check(self, value: Any) -> str | None:
-        """Why ``value`` is out of this knob's bounds (None when it is in), for a number."""
+        """Why ``value`` is out of this knob's bounds (None when it is in): a number out of its bounds,
+        or a text that could not be one argv word of its own (it would read as a flag, or steer the
+        terminal that shows it: a control character, escaped in the message, never quoted raw)."""
+        if isinstance(value, str):
+            c = redact.control_character(value)
+            if c is not None:
+                return f"{self.name} holds a control character ({c}): a value is one plain word"
+            if value.startswith("-"):
+                return f"{self.name} {value[:40]!r} starts with '-': it would read as a flag, not a value"
+            return None
         if isinstance(value, bool) or not isinstance(value, int | float):
             return None
         if isinstance(value, float) and not math.isfinite(value):

@@ -10,8 +10,9 @@
   spelling vLLM accepts: ``_`` for ``-``, ``--flag=value``, and argparse's abbreviations
   (``--api-ke``).
 - ``mask_text(text, secrets)``: every secret in ``text`` replaced by ``***``.
-- ``one_line(text)``: control characters (newlines included) escaped, so a value can go into a comment,
-  a header or a log line without starting a new line.
+- ``one_line(text)``: control characters (newlines, terminal escapes and bidirectional overrides
+  included) escaped, so a value can go into a comment, a header, a log line or a terminal without
+  starting a new line or steering the terminal; ``terminal_safe(text)``: the same, lines kept.
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ _PARAM = re.compile(r"[?&;]([A-Za-z0-9_.-]+)=([^&;#\s]*)")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 #: vLLM flags whose value is a secret (normalised: ``--`` and dashes)
 SECRET_FLAGS = ("--api-key", "--hf-token")
-#: control characters: C0, DEL, C1, and the line and paragraph separators YAML takes for line breaks
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: control characters: C0 (ESC among them: a terminal's escape sequences, OSC's included), DEL, C1, the
+#: line and paragraph separators YAML takes for line breaks, and the bidirectional marks, embeddings,
+#: overrides and isolates (a terminal or an editor shows text in another order than it is: "Trojan
+#: source")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def secret_name(name: str) -> bool:
@@ -168,6 +172,14 @@ def one_line(text: str) -> str:
         )
 
     return CONTROL.sub(escape, text)
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character escaped but its line breaks and tabs: lines as written,
+    and nothing a terminal would act on (an escape or OSC sequence, a bidirectional override). For
+    text nova did not write itself (an engine's message, a stored argv, a name) on its way to a
+    terminal."""
+    return "\n".join("\t".join(one_line(part) for part in line.split("\t")) for line in text.split("\n"))
 
 
 def control_character(text: str) -> str | None:

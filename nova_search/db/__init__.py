@@ -12,7 +12,7 @@ storage_of / backend_of / study_id / trial_id / forget_trials_cache / cached_tri
                                          Optuna's private handles, read here only (handles)
 """
 
-from nova_search.db._url import is_sqlite, mask, open_engine, sqlite_path
+from nova_search.db._url import check_sqlite_file, is_sqlite, mask, open_engine, sqlite_path
 from nova_search.db._url import parse as parse_url
 from nova_search.db.budget import StorageLock, budget_spent, count_refused, count_toward_budget
 from nova_search.db.failures import TRANSIENT, storage_error, storage_errors
@@ -28,7 +28,13 @@ from nova_search.db.handles import (
 from nova_search.db.migrate import current, downgrade, upgrade
 from nova_search.db.queries import BEST_AT_CONCURRENCY_SQL
 from nova_search.db.retry import retrying, storage_retry_s
-from nova_search.db.storage import heartbeat_settings, open_storage, rdb_storage, study_names
+from nova_search.db.storage import (
+    check_settings,
+    heartbeat_settings,
+    open_storage,
+    rdb_storage,
+    study_names,
+)
 from nova_search.db.store import LevelStore
 from nova_search.db.tables import Base, LevelResultRow
 
@@ -50,6 +56,8 @@ __all__ = [
     "heartbeat_settings",
     "is_sqlite",
     "mask",
+    "check_settings",
+    "check_sqlite_file",
     "open_engine",
     "open_storage",
     "parse_url",

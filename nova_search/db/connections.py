@@ -17,8 +17,10 @@ The policy, for a database server (PostgreSQL):
   the engine has been idle for ``IDLE_CLOSE_S``, by one reaper thread per process. For a server behind
   PgBouncer, or a small fleet on a large server. ``NOVA_DB_POOL_SIZE=0`` is the default.
 - **Nothing is held while waiting**: every engine is disposed before a backoff sleep (``release``).
-- **A connection attempt is bounded**: ``connect_timeout`` 10 s, so a black-holed address fails
-  (and is retried) instead of hanging.
+- **A connection attempt is bounded**: ``connect_timeout`` 10 s, so a black-holed address (or a
+  server that accepts the connection and never answers) fails (and is retried) instead of hanging;
+  within a retry window shorter than that, the window (at least 2 s, psycopg's floor): every command
+  gives up about when NOVA_STORAGE_RETRY_S ends.
 - **No server-side prepared statements** (psycopg's ``prepare_threshold=None``), so that the workers
   can share a PgBouncer in transaction mode (docs/deploy/cluster.md).
 
@@ -37,11 +39,10 @@ from sqlalchemy import Engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from nova_search.db._url import engine_kwargs, is_sqlite
+from nova_search.db._url import CONNECT_TIMEOUT_S, connect_timeout, engine_kwargs, is_sqlite
 from nova_search.errors import InputError
 
-#: how long a connection attempt may take before it fails (and is retried as transient)
-CONNECT_TIMEOUT_S = 10
+__all__ = ["CONNECT_TIMEOUT_S", "pool_size", "release", "server_engine_kwargs", "track"]
 #: how long a worker waits for one of its own pooled connections
 POOL_TIMEOUT_S = 30
 #: a pooled connection idle for this long is closed
@@ -80,7 +81,7 @@ def server_engine_kwargs(url: URL) -> dict[str, Any]:
     else:
         kwargs.update(pool_size=size, max_overflow=0, pool_timeout=POOL_TIMEOUT_S)
     if url.get_backend_name() == "postgresql":
-        connect: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S}
+        connect: dict[str, Any] = {"connect_timeout": connect_timeout()}
         if url.get_driver_name() == "psycopg":
             # no server-side prepared statements: they live on one server connection, which PgBouncer in
             # transaction mode hands to another client (Debian 12's 1.18: "prepared statement _pg3_0

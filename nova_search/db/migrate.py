@@ -21,6 +21,7 @@ from alembic.script import ScriptDirectory
 from nova_search.db._url import open_engine, parse
 from nova_search.db.budget import StorageLock
 from nova_search.db.failures import storage_errors
+from nova_search.db.retry import retrying, storage_retry_s
 from nova_search.db.storage import open_storage
 from nova_search.db.tables import TABLE_PREFIX
 
@@ -69,14 +70,22 @@ def head_revision() -> str | None:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Create or update Optuna's schema, then nova's tables up to ``revision``. Serialised across
-    processes (``StorageLock``): two first runs on one empty database do not race to create tables."""
+    processes (``StorageLock``): two first runs on one empty database do not race to create tables.
+    A database that is away is waited for within NOVA_STORAGE_RETRY_S, each connection attempt
+    bounded by it (``_url.connect_timeout``): a server that accepts connections and never answers ends
+    in a StorageError about when the window ends, as for every other command."""
     parse(url)
+    window = storage_retry_s()
     engine = open_engine(url)
-    try:
+
+    def locked() -> None:
         with storage_errors(url, "lock the schema of"), StorageLock(engine, "nova-search#schema"):
             _ensure_optuna_schema(url)
             with storage_errors(url, f"upgrade nova's tables to {revision!r} in"):
                 alembic.command.upgrade(alembic_config(url), revision)
+
+    try:
+        retrying(locked, window, "lock the schema of", url=url)
     finally:
         engine.dispose()
 
@@ -104,6 +113,6 @@ def _ensure_optuna_schema(url: str) -> None:
     level = optuna_logger.level
     optuna_logger.setLevel(logging.WARNING)
     try:
-        open_storage(url).engine.dispose()
+        open_storage(url).engine.dispose()  # retried by upgrade, around the lock
     finally:
         optuna_logger.setLevel(level)

@@ -22,14 +22,13 @@ The policy (docs/deploy/cluster.md, "Connections"):
 from __future__ import annotations
 
 import logging
-import os
 import random
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from nova_search.db._url import mask
+from nova_search.db._url import mask, retry_window_s
 from nova_search.db.connections import release
 from nova_search.db.failures import TRANSIENT, is_transient, storage_error
 from nova_search.errors import StorageError
@@ -51,8 +50,9 @@ def _spread(wait_s: float) -> float:
 
 def storage_retry_s() -> float:
     """How long a worker waits for a database that is away (a restart, a failover), start-up
-    included: NOVA_STORAGE_RETRY_S, default 300 s."""
-    return float(os.environ.get("NOVA_STORAGE_RETRY_S", "300"))
+    included: NOVA_STORAGE_RETRY_S, default 300 s (it bounds each connection attempt too:
+    ``_url.connect_timeout``)."""
+    return retry_window_s()
 
 
 class _Final(Exception):

@@ -13,26 +13,36 @@ Every failure leaves as ``StorageError`` with the URL masked.
 
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
 
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
-from nova_search.db._url import mask, parse, sqlite_path
-from nova_search.db.connections import server_engine_kwargs, track
+from nova_search.db._url import check_sqlite_file, env_number, mask, parse, retry_window_s, sqlite_path
+from nova_search.db.connections import pool_size, server_engine_kwargs, track
 from nova_search.db.failures import storage_errors
 from nova_search.db.retry import retrying
 from nova_search.errors import StorageError
 
 
 def heartbeat_settings() -> tuple[int, int]:
-    """(heartbeat interval, grace period) in seconds, from the environment."""
+    """(heartbeat interval, grace period) in whole seconds, from the environment (NOVA_HEARTBEAT_INTERVAL,
+    default 30, 1 to 3600; NOVA_GRACE_PERIOD, default 120, 1 to a day): InputError naming the variable
+    for anything else."""
     return (
-        int(os.environ.get("NOVA_HEARTBEAT_INTERVAL", "30")),
-        int(os.environ.get("NOVA_GRACE_PERIOD", "120")),
+        int(env_number("NOVA_HEARTBEAT_INTERVAL", 30, 1, 3600, whole=True)),
+        int(env_number("NOVA_GRACE_PERIOD", 120, 1, 86_400, whole=True)),
     )
+
+
+def check_settings() -> None:
+    """Read every storage setting of the environment once (NOVA_STORAGE_RETRY_S, NOVA_HEARTBEAT_INTERVAL,
+    NOVA_GRACE_PERIOD, NOVA_DB_POOL_SIZE): InputError naming a bad one, before anything is opened,
+    locked or created."""
+    retry_window_s()
+    heartbeat_settings()
+    pool_size()
 
 
 def open_storage(
@@ -46,6 +56,7 @@ def open_storage(
     """Optuna's RDBStorage on ``url``; see the module docstring. ``retry_s``: how long a database
     that is away (restarting) is waited for."""
     parsed = parse(url)
+    check_sqlite_file(url)
     if read_only:
         path = sqlite_path(parsed)
         if path is not None and not Path(path).exists():

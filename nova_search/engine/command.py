@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nova_search import redact
+from nova_search.engine.reaper import MARK_VAR
 from nova_search.engine.sleep import SLEEP_FLAG, sleep_environment
 from nova_search.errors import EngineError
 from nova_search.knobs import KNOBS, EngineConfig
@@ -75,6 +76,37 @@ def engine_environment(worker_env: Mapping[str, str], engine_env: Mapping[str, s
     return env
 
 
+#: the shortest value masked as a secret: shorter ones ("1", "true", a port) would mask half a log, and
+#: no token or password is that short
+MIN_SECRET_CHARS = 6
+
+
+def launch_secrets(
+    worker_env: Mapping[str, str],
+    engine_env: Mapping[str, str],
+    env: Mapping[str, str],
+    argv: tuple[str, ...] | list[str],
+    api_key: str = "",
+) -> tuple[str, ...]:
+    """The values nova itself put into a server's environment (``env``, from ``engine_environment``)
+    and ``argv`` that must not reach a stored log: every value of a variable whose name says it holds
+    a secret (``HF_TOKEN``, inherited or set through ``${HF_TOKEN}``), every value expanded from the
+    worker's environment by a ``${NAME}`` reference (nova cannot tell a token there from a path, and
+    masks both), URL passwords and secret query values in the environment, secret flags' values in
+    ``argv``, and the API key. Longest first; values shorter than MIN_SECRET_CHARS left out."""
+    found: set[str] = {api_key}
+    for key, value in env.items():
+        if redact.secret_name(key):
+            found.add(value)
+        found.update(redact.url_secrets(value))
+    for value in engine_env.values():
+        for m in _REFERENCE.finditer(value):
+            if m.group(1) in worker_env:
+                found.add(worker_env[m.group(1)])
+    found.update(redact.argv_secrets(argv))
+    return tuple(sorted((s for s in found if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True))
+
+
 def unresolved_references(engine_env: Mapping[str, str], worker_env: Mapping[str, str]) -> list[str]:
     """``engine.env.KEY: ${NAME}`` for every reference the worker's environment cannot fill."""
     return [
@@ -99,6 +131,14 @@ class LaunchPlan:
     cpus: tuple[int, ...] | None = None
     api_key: str = ""
     key_file: Path | None = None
+    #: what nova put into the server's environment and argv that must never be stored or shown: the
+    #: API key, the values it expanded from the worker's environment (``${NAME}``), the values of
+    #: variables whose name says "secret" (an inherited HF_TOKEN), URL passwords, secret flags'
+    #: values (``launch_secrets``). Masked in the server's log before any of it is stored.
+    secret_values: tuple[str, ...] = ()
+    #: this server's mark (``engine.reaper``): ``NOVA_ENGINE_MARK`` in its environment, inherited by
+    #: every process it starts, so that teardown finds a child that left its process group
+    mark: str = ""
 
     def key_config(self) -> str:
         """The key file's text: vLLM's ``--config`` YAML holding ``--api-key``."""
@@ -183,6 +223,8 @@ def build_launch(
         env.update(sleep_environment(env, cores))
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+    mark = secrets.token_hex(8)
+    env[MARK_VAR] = mark
     return LaunchPlan(
         argv=tuple(argv),
         env=env,
@@ -191,6 +233,8 @@ def build_launch(
         cpus=tuple(engine.cpus) if engine.cpus else None,
         api_key=api_key,
         key_file=key_file,
+        secret_values=launch_secrets(os.environ, engine.env, env, argv, api_key),
+        mark=mark,
     )
 
 

@@ -1,10 +1,16 @@
 """A tiny guard process: it holds the read end of a pipe from the worker, and when the worker dies
-(kill -9, node loss) the pipe closes and the guard kills the server's whole process group.
+(kill -9, node loss) the pipe closes and the guard kills the server's whole process group, and every
+process that carries the server's mark (``kill_marked``).
 
-Run as ``python -m nova_search.engine.reaper PGID [KEY_FILE]``; stdin is the pipe. With KEY_FILE (the
-server's API key file), it also deletes that file after the kill: a worker killed before its server
-was up never gets to. It is started in its own session, so signals sent to the worker's terminal do
-not reach it, and it needs nothing but the stdlib.
+Run as ``python -m nova_search.engine.reaper PGID [KEY_FILE]``; stdin is the pipe; the server's mark in
+its environment as ``NOVA_REAP_MARK``. With KEY_FILE (the server's API key file), it also deletes that
+file after the kill: a worker killed before its server was up never gets to. It is started in its own
+session, so signals sent to the worker's terminal do not reach it, and it needs nothing but the stdlib.
+
+The mark: every server is started with ``NOVA_ENGINE_MARK=<a token of its own>`` in its environment,
+which its children inherit. A child that leaves the server's process group (``setsid``, a daemon that
+forks twice) escapes ``killpg``, not the mark: ``marked`` finds it in ``/proc/PID/environ`` (the
+environment a process started with). A process that clears its own environment would escape this too.
 """
 
 from __future__ import annotations
@@ -23,6 +29,52 @@ def _alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+#: the environment variable that marks every process of one server (its value: that server's token)
+MARK_VAR = "NOVA_ENGINE_MARK"
+
+
+def marked(mark: str) -> list[int]:
+    """The pids of the live processes whose starting environment holds ``NOVA_ENGINE_MARK=mark`` (ours
+    to read: this user's); [] where there is no /proc."""
+    needle = f"{MARK_VAR}={mark}".encode()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:  # gone, or another user's
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(name))
+    return found
+
+
+def kill_marked(mark: str, grace_s: float = 2.0) -> list[int]:
+    """SIGTERM, then after ``grace_s`` SIGKILL, every process that carries ``mark`` (a server's child
+    that left its process group); returns the pids found (none: [])."""
+    found = marked(mark)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = [pid for pid in found if pid in marked(mark)]
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + grace_s
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = [pid for pid in left if pid in marked(mark)]
+        if not left:
+            break
+    return found
 
 
 def reap(pgid: int, grace_s: float = 5.0) -> None:
@@ -46,6 +98,9 @@ def main() -> None:
     except OSError:
         pass
     reap(pgid)
+    mark = os.environ.get("NOVA_REAP_MARK")
+    if mark:
+        kill_marked(mark)
     if key_file is not None:
         try:
             os.unlink(key_file)

@@ -8,10 +8,18 @@
 - A guard process (``reaper``) kills the group if the worker itself dies, so a dead worker never
   leaves a server holding a GPU or host memory, and then deletes the server's API key file (a worker
   killed before its server was up never got to).
+- A child that left the group (``setsid``) is found by the server's mark in its environment
+  (``reaper.kill_marked``), killed at teardown too, and reported (``Server.detached``, a warning).
+- The log never keeps what nova put into the server that is secret (``LaunchPlan.secret_values``: the
+  API key, values expanded from the worker's environment, an inherited HF_TOKEN...): masked in the file
+  in place once the server is up and when it stops, and in every tail read. It is capped at
+  ``MAX_LOG_BYTES`` when the server stops (its head and its tail kept): the file is the trial's stored
+  artifact.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -25,7 +33,14 @@ from types import TracebackType
 import httpx
 
 from nova_search.engine.command import LaunchPlan
+from nova_search.engine.reaper import kill_marked
 from nova_search.errors import EngineError, TrialFailure
+from nova_search.files import LOG_HEAD_BYTES, MAX_LOG_BYTES, cap_log
+
+__all__ = ["LOG_HEAD_BYTES", "MAX_LOG_BYTES", "Server", "classify_failure", "free_port", "tail"]
+
+log = logging.getLogger("nova_search")
+
 
 #: log patterns -> classified reason, first match wins. A new, understood failure joins this table
 #: (and, if it is a configuration rule, the compatibility table in search/rules.py).
@@ -57,10 +72,25 @@ def classify_failure(log_text: str) -> str:
 _API_KEY = re.compile(r"(?<![0-9A-Fa-f])[0-9a-f]{48}(?![0-9A-Fa-f])")
 
 
+#: the secret values of the launches this process made, by their log file (``tail`` masks them whoever
+#: reads the log: a trial that fails mid-level reads the tail before its server stops); the newest
+#: LOG_SECRETS_KEPT logs
+_LOG_SECRETS: dict[str, tuple[str, ...]] = {}
+LOG_SECRETS_KEPT = 64
+
+
+def _remember_secrets(path: Path, values: tuple[str, ...]) -> None:
+    _LOG_SECRETS[os.path.abspath(path)] = values
+    while len(_LOG_SECRETS) > LOG_SECRETS_KEPT:
+        del _LOG_SECRETS[next(iter(_LOG_SECRETS))]
+
+
 def tail(path: Path, max_bytes: int = 6000) -> str:
-    """The last ``max_bytes`` of a server log, with anything shaped like a nova API key masked: a tail
-    may be read while the server still runs, before ``Server`` masked its key in the file (vLLM 0.26
-    prints it at start-up), and it is stored on the trial and shown in the dashboard."""
+    """The last ``max_bytes`` of a server log, with anything shaped like a nova API key masked, and
+    every secret value of the launch that writes it (``LaunchPlan.secret_values``): a tail may be read
+    while the server still runs, before ``Server`` masked the file (vLLM 0.26 prints the key at
+    start-up; an engine may print the token it was given), and it is stored on the trial and shown in
+    the dashboard."""
     try:
         with path.open("rb") as f:
             f.seek(0, os.SEEK_END)
@@ -69,6 +99,8 @@ def tail(path: Path, max_bytes: int = 6000) -> str:
             text = f.read().decode(errors="replace")
     except OSError:
         return ""
+    for value in _LOG_SECRETS.get(os.path.abspath(path), ()):
+        text = text.replace(value, "*" * len(value))
     return _API_KEY.sub(lambda m: "*" * len(m.group(0)), text)
 
 
@@ -109,6 +141,8 @@ class Server:
         self._reaper: subprocess.Popen[bytes] | None = None
         self._guard_fd: int | None = None
         self.boot_s: float | None = None
+        #: pids of the server's processes that had left its process group and were killed at teardown
+        self.detached: tuple[int, ...] = ()
 
     @property
     def base_url(self) -> str:
@@ -136,11 +170,12 @@ class Server:
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        _remember_secrets(self.log_path, self._secret_values())
         self._write_key()
         env = dict(self.plan.env)  # the whole environment: nothing of the worker's beyond it (command.py)
         self._t0 = time.monotonic()
         # the log is this user's alone: vLLM 0.26 prints the API key it read from --config in it, which
-        # nova masks once the server is up (``_mask_key``)
+        # nova masks once the server is up (``_mask_secrets``)
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "ab") as log:
             try:
@@ -175,6 +210,7 @@ class Server:
                 ],
                 stdin=read_fd,
                 start_new_session=True,
+                env={**os.environ, "NOVA_REAP_MARK": self.plan.mark},
             )
         finally:
             os.close(read_fd)
@@ -194,7 +230,7 @@ class Server:
                     if client.get(url).status_code == 200 and self.alive():
                         self.boot_s = time.monotonic() - self._t0
                         self._remove_key()  # read at start-up, needed no more
-                        self._mask_key()
+                        self._mask_secrets()
                         return
                 except httpx.HTTPError:
                     pass
@@ -207,17 +243,25 @@ class Server:
     def _fail_boot(self, message: str, reason: str | None = None) -> None:
         """Stop the server, then read its log's tail: stopping masks the API key in the log (vLLM 0.26
         prints it at start-up), so the tail that is stored and shown never holds it."""
-        self.stop()  # let the log flush and every child go before reading the tail; masks the key
+        self.stop()  # let the log flush and every child go before reading the tail; masks the secrets
         log_tail = self.log_tail()
         raise TrialFailure(reason or classify_failure(log_tail), message, log_tail)
 
     def log_tail(self, max_bytes: int = 6000) -> str:
-        """The tail of the server's log with the API key masked: in the file first (``_mask_key``), and
-        in the text read, for a copy the server printed after that."""
-        self._mask_key()
+        """The tail of the server's log with every secret value of the launch masked
+        (``LaunchPlan.secret_values``: the API key, an expanded HF_TOKEN...): in the file first
+        (``_mask_secrets``), and in the text read, for a copy the server printed after that."""
+        self._mask_secrets()
         text = tail(self.log_path, max_bytes)
-        key = self.plan.api_key
-        return text.replace(key, "*" * len(key)) if key else text
+        for value in self._secret_values():
+            text = text.replace(value, "*" * len(value))
+        return text
+
+    def _secret_values(self) -> tuple[str, ...]:
+        values = set(self.plan.secret_values)
+        if self.plan.api_key:
+            values.add(self.plan.api_key)
+        return tuple(sorted(values, key=len, reverse=True))
 
     def _write_key(self) -> None:
         """The API key file, readable by this user only, created anew (never an existing file)."""
@@ -235,11 +279,12 @@ class Server:
         if self.plan.key_file is not None:
             self.plan.key_file.unlink(missing_ok=True)
 
-    def _mask_key(self) -> None:
-        """Overwrite every copy of the API key in the log with as many ``*`` (vLLM 0.26 prints it among
-        its "non-default args" at start-up). In place, the length kept, so the server's appends go on."""
-        key = self.plan.api_key.encode()
-        if not key:
+    def _mask_secrets(self) -> None:
+        """Overwrite every copy of a secret value of the launch in the log with as many ``*`` (vLLM 0.26
+        prints the API key among its "non-default args" at start-up; an engine may print the token it
+        was given). In place, the length kept, so the server's appends go on."""
+        values = [v.encode() for v in self._secret_values()]
+        if not values:
             return
         try:
             data = self.log_path.read_bytes()
@@ -247,16 +292,36 @@ class Server:
         except OSError:
             return
         try:
-            at = data.find(key)
-            while at >= 0:
-                os.pwrite(fd, b"*" * len(key), at)
-                at = data.find(key, at + len(key))
+            for value in values:
+                at = data.find(value)
+                while at >= 0:
+                    os.pwrite(fd, b"*" * len(value), at)
+                    at = data.find(value, at + len(value))
         finally:
             os.close(fd)
 
+    def _cap_log(self) -> None:
+        """Keep at most MAX_LOG_BYTES of the stopped server's log (``files.cap_log``)."""
+        cap_log(self.log_path)
+
+    def _kill_detached(self) -> None:
+        """Kill (and report) the server's processes that left its process group: found by its mark."""
+        if not self.plan.mark:
+            return
+        found = kill_marked(self.plan.mark)
+        if found:
+            self.detached = (*self.detached, *found)
+            log.warning(
+                "server on port %s: %d process(es) had left its process group (setsid) and were "
+                "killed at teardown: pid %s",
+                self.plan.port,
+                len(found),
+                ", ".join(map(str, found)),
+            )
+
     def stop(self) -> None:
-        """SIGTERM to the group, SIGKILL after the grace period; then release the guard (and mask the
-        API key in the log)."""
+        """SIGTERM to the group, SIGKILL after the grace period; the processes that left the group, by
+        their mark; then release the guard (the log masked and capped)."""
         self._remove_key()
         if self.proc is not None:
             pgid = self.proc.pid
@@ -277,7 +342,9 @@ class Server:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        self._mask_key()
+            self._kill_detached()
+        self._cap_log()  # first: masking then reads at most MAX_LOG_BYTES
+        self._mask_secrets()
         if self._guard_fd is not None:
             os.close(self._guard_fd)
             self._guard_fd = None

@@ -213,6 +213,20 @@ def answer_lines(a: DeployAnswer) -> list[str]:
     return lines
 
 
+def answer_summary(a: DeployAnswer) -> str:
+    """The answer in one line, for the end of a run: one configuration's command, or what each load
+    range deploys (the commands are in ``policy``), or why there is nothing to deploy yet."""
+    if not a.ranges:
+        return f"What to deploy: nothing yet ({a.reason})"
+    if len(a.ranges) == 1 or not a.switches_by_load:
+        r = a.ranges[0]
+        sched = " with a dynamic schedule" if a.schedule else ""
+        where = "at every load" if r.max_concurrency is None and r.min_concurrency <= 1 else f"at {r.label}"
+        return f"What to deploy: trial {r.configuration.trial} ({deploy_what(r)}{sched}) {where}: {r.command}"
+    parts = [f"{r.label}: {deploy_what(r)} (trial {r.configuration.trial})" for r in a.ranges]
+    return "What to deploy, by load (concurrency): " + "; ".join(parts)
+
+
 def answer_markdown(a: DeployAnswer) -> str:
     """The answer as the study note's first section."""
     parts = ["## What to deploy", "", answer_heading(a) + ".", ""]

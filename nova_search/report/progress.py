@@ -25,22 +25,22 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
     TaskID,
-    TextColumn,
     TimeElapsedColumn,
 )
 from rich.table import Column, Table
 from rich.text import Text
 
 from nova_search.measure.metrics import LevelResult
+from nova_search.redact import one_line
+from nova_search.results.schemas.events import EVENTS_SCHEMA_VERSION
 from nova_search.results.select import best_trials
 from nova_search.results.trials import StudyResults
 from nova_search.spec import level_name
 from nova_search.trial.context import NullReporter, TrialEnd
-
-#: the event stream's version: bumped when a field changes meaning or goes (adding one does not)
-EVENTS_SCHEMA_VERSION = 1
 
 
 def _duration(seconds: float | None) -> str:
@@ -50,6 +50,21 @@ def _duration(seconds: float | None) -> str:
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}h{m:02d}m" if h else (f"{m}m{sec:02d}s" if m else f"{sec}s")
+
+
+class _Description(ProgressColumn):
+    """The text of a row, as plain text (never markup), folded onto further lines rather than cut at
+    the terminal's width (80 or 120 columns cut the running best and the ETA); the study's row is
+    written at every refresh (``RichReporter.study_text``), so its ETA counts down between events."""
+
+    def __init__(self, reporter: RichReporter) -> None:
+        super().__init__(table_column=Column(no_wrap=False, overflow="fold", ratio=1))
+        self.reporter = reporter
+
+    def render(self, task: Task) -> Text:
+        if task.id == self.reporter._study:
+            return Text(self.reporter.study_text())
+        return Text(task.description)
 
 
 class RichReporter(NullReporter):
@@ -67,18 +82,21 @@ class RichReporter(NullReporter):
         self.level_name = level_name
         self.total = total
         self.objectives = tuple(objectives)
-        # the text last: on a narrow terminal rich cuts it at the end, and the bar and counts stay
+        # the text last: it takes the width the bar and counts leave, and folds onto another line when
+        # it needs more (never cut)
+        self._lock = threading.RLock()
+        self._study = TaskID(-1)  # set below; _Description reads it
+        self._waiting = False
         self.progress = Progress(
             SpinnerColumn(),
             BarColumn(bar_width=20),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+            _Description(self),
             console=console,
             transient=True,
             expand=True,  # the text takes the width left; the other columns keep theirs
         )
-        self._lock = threading.RLock()
         self._study = self.progress.add_task("trials", total=total, start=True)
         self._tasks: dict[int, TaskID] = {}
         self._started: dict[int, float] = {}
@@ -102,6 +120,7 @@ class RichReporter(NullReporter):
     def budget(self, used: int, total: int, refused: int) -> None:
         with self._lock:
             self._used, self.total, self._refused = used, total, refused
+            self._waiting = False
             self._update_study()
 
     def eta_s(self) -> float | None:
@@ -123,18 +142,22 @@ class RichReporter(NullReporter):
                 parts.append(f"{name} {'↑' if maximize else '↓'} {value:.4g} (#{number})")
         return "best: " + ", ".join(parts) if parts else ""
 
+    def study_text(self) -> str:
+        """The study's row: trial i of N, the ETA as of now, what was refused, the running best."""
+        with self._lock:
+            if self._waiting:
+                return "waiting"
+            eta = self.eta_s()
+            parts = [f"trial {min(self._used, self.total)} of {self.total}"]
+            parts.append(f"ETA {_duration(eta)}" if eta is not None else "ETA after the first measured trial")
+            if self._refused:
+                parts.append(f"{self._refused} refused (not counted)")
+            parts.append(self.best_text())
+            return one_line(" · ".join(x for x in parts if x))
+
     def _update_study(self) -> None:
-        eta = self.eta_s()
-        parts = [f"trial {min(self._used, self.total)} of {self.total}"]
-        parts.append(f"ETA {_duration(eta)}" if eta is not None else "ETA after the first measured trial")
-        if self._refused:
-            parts.append(f"{self._refused} refused (not counted)")
-        parts.append(self.best_text())
         self.progress.update(
-            self._study,
-            total=self.total,
-            completed=min(self._used, self.total),
-            description=escape(" · ".join(x for x in parts if x)),
+            self._study, total=self.total, completed=min(self._used, self.total), description="trials"
         )
 
     # -- one trial --------------------------------------------------------------------------------
@@ -144,7 +167,7 @@ class RichReporter(NullReporter):
             self._started[number] = time.monotonic()
             self._phase[number] = "sampled"
             self._tasks[number] = self.progress.add_task(f"  #{number} sampled", total=None, start=True)
-            self.console.log(f"trial {number}: {escape(label)}")
+            self.console.log(f"trial {number}: {escape(one_line(label))}")
             self._update_study()
 
     def phase(self, number: int, text: str) -> None:
@@ -179,7 +202,7 @@ class RichReporter(NullReporter):
             text = level + (f" · {rest}" if rest else "")
         else:
             text = phase
-        self.progress.update(task, description=f"  #{number} {escape(text)}")
+        self.progress.update(task, description=f"  #{number} {one_line(text)}")  # plain text (_Description)
         self._update_study()
 
     def level_measured(self, number: int, level: LevelResult) -> None:
@@ -217,9 +240,8 @@ class RichReporter(NullReporter):
             color = {"COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red"}.get(end.state, "white")
             note = "" if end.launched else " (refused before launch: not counted toward the budget)"
             # detail may quote an engine's log ("[rank0]: ..."): text, not markup
-            self.console.log(
-                f"trial {end.number} [{color}]{end.state}[/] in {took:.0f}s: {escape(end.detail)}{note}"
-            )
+            detail = escape(one_line(end.detail))
+            self.console.log(f"trial {end.number} [{color}]{end.state}[/] in {took:.0f}s: {detail}{note}")
             best = self.best_text()
             if best and end.feasible:
                 self.console.log(best)
@@ -231,7 +253,7 @@ class RichReporter(NullReporter):
                 f"budget used up: waiting for {running} running trial(s) elsewhere "
                 "(one may be a dead worker's, to be retried)"
             )
-            self.progress.update(self._study, description="waiting")
+            self._waiting = True
 
 
 def _plain(v: Any) -> Any:
@@ -309,10 +331,12 @@ def _config_block(t: Any) -> list[str]:
     if t.config is None:
         return ["(no configuration recorded)"]
     d = t.config.as_dict()
-    lines = [f"{k}: {v}" for k, v in d.items() if v is not None and k != "speculative"]
+    lines = [one_line(f"{k}: {v}") for k, v in d.items() if v is not None and k != "speculative"]
     spec = d.get("speculative")
     if spec:
-        lines.append("speculative: " + ", ".join(f"{k}={v}" for k, v in spec.items() if v is not None))
+        lines.append(
+            one_line("speculative: " + ", ".join(f"{k}={v}" for k, v in spec.items() if v is not None))
+        )
     if projected := getattr(t, "projected", None):  # synthetic acceptance: its figures are projections
         lines.insert(0, f"PROJECTED ({projected}): a projection, not a measurement of the drafter")
     return lines or ["vLLM defaults"]
@@ -358,7 +382,7 @@ def outcome_table(results: StudyResults) -> Table:
         if t.state == "COMPLETE":
             detail = ", ".join(f"{v:.4g}" for v in t.values or ())
         else:
-            detail = f"{t.reason or ''}: {t.message or ''}"[:500]
+            detail = one_line(f"{t.reason or ''}: {t.message or ''}"[:500])
             if t.reason == "incompatible":
                 detail += " (refused before launch: not counted toward the budget)"
         table.add_row(t.key, t.state, detail)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from nova_search.results.capacity_table import CapacityRow
+from nova_search.results.model import utc
 from nova_search.results.standing import RECENT_S, StudyStatus, WorkerSeen
 
 
@@ -63,7 +64,7 @@ def status_lines(st: StudyStatus, now: datetime | None = None) -> list[str]:
     if st.workers:
         lines.append(f"workers seen in the last {RECENT_S / 60:.0f} min ({st.active_slots} active):")
         for w in st.workers:
-            ago = format_duration((now - w.last_seen).total_seconds())
+            ago = format_duration((utc(now) - utc(w.last_seen)).total_seconds())  # last_seen: UTC
             lines.append(
                 f"  {worker_label(w)}: {worker_doing(w)}, {w.trials_finished} finished recently, "
                 f"last seen {ago} ago"

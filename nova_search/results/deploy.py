@@ -164,7 +164,7 @@ class DeployRange(OutputModel):
 
 
 class DeployAnswer(OutputModel):
-    schema_version: int = DEPLOY_SCHEMA_VERSION
+    schema_version: Literal[1] = DEPLOY_SCHEMA_VERSION
     study: str
     #: the storage URL, password masked
     storage: str

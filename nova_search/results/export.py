@@ -11,11 +11,20 @@ The result is an ``Exported``: the text and the launch it was made of (its ``not
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 from nova_search.errors import InputError, NothingQualifies, SpecError
 from nova_search.results.deploy import deploy_answer
-from nova_search.results.launch import Launch, deployable, device_of, launch_of_policy, launch_of_trial
+from nova_search.results.launch import (
+    Launch,
+    deployable,
+    device_of,
+    launch_of_policy,
+    launch_of_trial,
+    measurement_box_notes,
+)
 from nova_search.results.manifests import EXPORT_FORMATS, render
 from nova_search.results.speculation import verdict_of
 from nova_search.results.trials import StudyResults, TrialResult
@@ -80,7 +89,10 @@ def export_study(
             raise SpecError(f"--trial: {e.args[0]}") from None
         servable(chosen, trial)
         launch = launch_of_trial(chosen, device=device_of(results))
-    return _exported(launch, fmt, model, as_measured, keep_synthetic, device, name, image, port)
+    exported = _exported(
+        launch, fmt, model, as_measured, keep_synthetic, device, name, image, port, results.spec
+    )
+    return exported
 
 
 def export_launch(
@@ -115,8 +127,11 @@ def _exported(
     name: str,
     image: str | None,
     port: int,
+    spec: Mapping[str, Any] | None = None,
 ) -> Exported:
     ready = deployable(
         launch, model=model, as_measured=as_measured, device=device, keep_synthetic=keep_synthetic
     )
+    # what the measurement machine needed, said in the header (the study's stored spec knows it)
+    ready = replace(ready, notes=(*ready.notes, *measurement_box_notes(spec, ready)))
     return Exported(render(ready, fmt, name=name, image=image, port=port), ready)

@@ -26,12 +26,15 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from nova_search import redact
 from nova_search.analysis.verdict import Verdict
 from nova_search.engine.command import API_SERVER_MODULE, deployable_argv
 from nova_search.errors import InputError, NothingQualifies, SpecError
+from nova_search.knobs import KNOBS
 from nova_search.results.trials import StudyResults, TrialResult
 
 #: the devices a study measures on (the spec's ``engine.device``) and an export targets
@@ -337,6 +340,53 @@ def deployable(
             flags[i + 1] = f"{rounded:g}"
             notes.append(f"{flag} {rounded:g} (rounded down from {text})")
     return replace(launch, model=model or launch.model, flags=tuple(flags), notes=tuple(notes), device=target)
+
+
+def measurement_box_notes(spec: Mapping[str, Any] | None, launch: Launch) -> list[str]:
+    """What in ``launch`` (and around it) belongs to the machine the study measured on rather than to
+    the search, from the study's stored ``spec``, each as a header note: a knob fixed in
+    ``engine.defaults`` and not searched (``--gpu-memory-utilization 0.05`` for a small CPU box: on a
+    CPU, a share of host memory), the study's ``engine.extra_args`` still in the flags, the cores it
+    was pinned to (``engine.cpus``) and the ``engine.env`` names it set (not carried into an export;
+    names only, never values)."""
+    engine = (spec or {}).get("engine")
+    if not isinstance(engine, dict):
+        return []
+    space = (spec or {}).get("space") or {}
+    notes = []
+    defaults = engine.get("defaults") or {}
+    for knob in KNOBS:
+        value = defaults.get(knob.name) if isinstance(defaults, dict) else None
+        if value is None or space.get(knob.name) is not None:
+            continue
+        shown = flag_value(launch.flags, knob.flag)
+        if shown is None and knob.flag not in launch.flags:
+            continue
+        host = " (on a CPU: the share of host memory)" if knob.name == "gpu_memory_utilization" else ""
+        notes.append(
+            f"measurement-box setting: {knob.flag} {shown or value}{host} was fixed for the machine the "
+            "study measured on (engine.defaults), not searched: set it for the machine you deploy on"
+        )
+    extra = [a for a in engine.get("extra_args") or () if isinstance(a, str)]
+    kept = [a for a in extra if a in launch.flags]
+    if kept:
+        notes.append(
+            f"measurement-box setting: {shlex.join(kept)} came from the study's engine.extra_args (every "
+            "trial had them, none was searched): keep only what the deployment needs"
+        )
+    cpus = engine.get("cpus")
+    if cpus:
+        notes.append(
+            f"measurement-box setting: the study pinned each server to cores {cpus} (engine.cpus); this "
+            "export pins nothing, and its figures are for a server on that many cores"
+        )
+    env = engine.get("env")
+    if isinstance(env, dict) and env:
+        notes.append(
+            f"measurement-box setting: the study set engine.env {', '.join(sorted(map(str, env)))} for "
+            "every server; not carried into this export: set what the deployment needs"
+        )
+    return notes
 
 
 def _without_secret_flags(flags: list[str]) -> tuple[list[str], list[str]]:

@@ -101,9 +101,11 @@ def load_results(study_name: str, storage_url: str, *, retry_s: float = 0.0) -> 
 
 def results_of(study: optuna.Study) -> StudyResults:
     """The results of the nova study an open Optuna study belongs to: for one stage of a staged study,
-    the whole staged study (a worker's view after a trial, for the dashboard)."""
+    the whole staged study (a worker's view after a trial, for the dashboard), nova's level rows
+    included: the device each trial ran on is there, and the notes name it as every other output
+    does."""
     backend = backend_of(study)
     if not isinstance(backend, RDBStorage):  # an in-memory study (tests, notebooks): itself alone
         return study_results(study, "memory")
     parent = PARENT.read(study.user_attrs)
-    return read_results(backend, backend.url, parent or study.study_name, rows=False)
+    return read_results(backend, backend.url, parent or study.study_name)

@@ -4,12 +4,14 @@ CPU image, no GPU):
 - ``vllm``: ``vllm serve MODEL FLAGS`` (shell-quoted), the API key from ``VLLM_API_KEY``.
 - ``compose``: one service on ``vllm/vllm-openai`` (tagged with the engine version the trial measured),
   the API key from the environment, the port, ``shm_size`` for ``/dev/shm`` (not ``ipc: host``: the
-  container keeps its own IPC namespace), a ``/health`` healthcheck, the Hugging Face cache as a named
-  volume, the model folder mounted read-only, GPUs.
+  container keeps its own IPC namespace), a ``/health`` healthcheck, ``restart: unless-stopped`` (a
+  server that crashes comes back), the Hugging Face cache as a named volume, the model folder mounted
+  read-only, GPUs.
 - ``k8s``: a PersistentVolumeClaim for the model (or the Hugging Face cache), a Service and a
   Deployment: the API key from a Secret that the header's command creates (never written in the
-  file), volumes for the model and ``/dev/shm``, GPU and CPU/memory requests, readiness and startup
-  probes, no privilege escalation, every capability dropped, the runtime's default seccomp profile.
+  file), volumes for the model and ``/dev/shm``, GPU and CPU/memory requests, readiness, startup and
+  liveness probes (a server that stops answering ``/health`` is restarted once it has started), no
+  privilege escalation, every capability dropped, the runtime's default seccomp profile.
 
 Every output starts with a header saying where the launch came from and what was changed on the way.
 YAML is written without anchors and aliases (``_Dumper``): each document reads on its own. What is
@@ -144,6 +146,8 @@ def _compose(
         "environment": {"VLLM_API_KEY": "${VLLM_API_KEY:?set an API key}", "HF_TOKEN": "${HF_TOKEN:-}"},
         # its own /dev/shm, sized, rather than ipc: host (the host's IPC namespace)
         "shm_size": "16gb",
+        # a server that crashes (an engine error, the OOM killer) comes back; `docker compose stop` stays
+        "restart": "unless-stopped",
         "security_opt": ["no-new-privileges:true"],
         "cap_drop": ["ALL"],
         # the images have python, not always curl; the start period covers a first download
@@ -215,6 +219,14 @@ def _k8s(
             "httpGet": {"path": "/health", "port": "http"},
             "periodSeconds": 10,
             "failureThreshold": 90,
+        },
+        # once started (the startup probe holds it off during loading), a server whose /health stops
+        # answering for 2.5 minutes (a wedged engine) is restarted
+        "livenessProbe": {
+            "httpGet": {"path": "/health", "port": "http"},
+            "periodSeconds": 30,
+            "timeoutSeconds": 10,
+            "failureThreshold": 5,
         },
         "resources": {"requests": requests, "limits": limits},
         "volumeMounts": mounts,

@@ -46,7 +46,8 @@ from nova_search.measure.objectives import Objective
 from nova_search.results.capacity_table import CapacityRecord, capacity_record
 from nova_search.results.cost import GpuSeconds, gpu_time
 from nova_search.results.deploy import DeployAnswer
-from nova_search.results.model import OutputModel
+from nova_search.results.launch import serve_argv
+from nova_search.results.model import OutputModel, Timestamp, utc
 from nova_search.results.trials import StudyResults, TrialResult
 
 DUMP_SCHEMA_VERSION = 3
@@ -78,7 +79,8 @@ class TrialSummary(OutputModel):
     constraints: dict[str, float]
     #: the launch argv as measured (API key file, host, port included)
     argv: list[str]
-    #: ``vllm serve MODEL FLAGS``: the argv without key file, host or port
+    #: ``vllm serve MODEL FLAGS``: the argv without key file, host, port or nova's own flags, as the
+    #: worker stores it (``nova:deploy_argv``), whatever interpreter or command ran the trial
     deployable_argv: list[str]
     #: vLLM's version as its server reported it
     engine_version: str | None
@@ -124,8 +126,8 @@ class TrialRecord(TrialSummary):
     #: seconds by phase (boot, windows, ...)
     timing: dict[str, float]
     duration_s: float | None
-    datetime_start: datetime | None
-    datetime_complete: datetime | None
+    datetime_start: Timestamp | None
+    datetime_complete: Timestamp | None
     #: why the trial failed or was pruned (oom, crash, ...), and in words
     reason: str | None
     message: str | None
@@ -192,7 +194,7 @@ def trial_summary(trial: TrialResult, objectives: Sequence[Objective] = ()) -> T
         config=trial.config.as_dict() if trial.config else None,
         constraints=trial.constraints,
         argv=list(trial.argv),
-        deployable_argv=list(trial.deployable_argv),
+        deployable_argv=list(serve_argv(trial.argv)),  # what the worker stored as nova:deploy_argv
         engine_version=trial.engine_version,
         client_bound_levels=list(trial.client_bound_levels),
         projected=projection.label(trial.config),
@@ -390,7 +392,7 @@ def to_csv(results: StudyResults) -> str:
 
 
 def dumps_json(obj: Any) -> str:
-    """JSON for CLI output: datetimes as ISO strings, non-finite floats as null."""
+    """JSON for CLI output: datetimes as ISO strings in UTC with their offset, non-finite floats as null."""
 
     def clean(v: Any) -> Any:
         if isinstance(v, float) and not math.isfinite(v):
@@ -400,7 +402,7 @@ def dumps_json(obj: Any) -> str:
         if isinstance(v, list | tuple):
             return [clean(x) for x in v]
         if isinstance(v, datetime):
-            return v.isoformat()
+            return utc(v).isoformat()
         return v
 
     return json.dumps(clean(obj), indent=2)

@@ -32,7 +32,7 @@ from nova_search.analysis import dominance
 from nova_search.results.capacity_table import CapacityRow, capacity_rows
 from nova_search.results.cost import GpuTime, gpu_time
 from nova_search.results.deploy import DeployAnswer
-from nova_search.results.model import OutputModel
+from nova_search.results.model import OutputModel, Timestamp
 from nova_search.results.select import best_trials, tuned_baseline
 from nova_search.results.trials import StudyResults, TrialResult
 from nova_search.spec import level_name
@@ -50,7 +50,8 @@ class WorkerSeen(OutputModel):
     gpus: tuple[int, ...]
     #: the trial it runs now (a staged study: its key, speculative#3); null when idle
     running_trial: int | str | None
-    last_seen: datetime
+    #: in UTC (the JSON's timestamps carry their offset)
+    last_seen: Timestamp
     trials_finished: int
     #: the worker's process id (null: a trial recorded before it was kept)
     pid: int | None

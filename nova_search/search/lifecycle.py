@@ -12,6 +12,7 @@ The worker loop that runs trials is ``worker``.
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -26,6 +27,7 @@ from nova_search.db import (
     mask,
     open_storage,
     retrying,
+    sqlite_path,
     storage_errors,
     storage_retry_s,
     study_names,
@@ -143,8 +145,15 @@ def create(
 def load(
     study_name: str, storage_url: str, storage: RDBStorage | None = None
 ) -> tuple[optuna.Study, StudySpec]:
-    """The study (for a staged name: its first stage's study) and the spec it stores."""
+    """The study (for a staged name: its first stage's study) and the spec it stores. A SQLite file that
+    is not there holds no study: refused (StudyError) without making an empty database of it."""
     window = storage_retry_s()
+    path = sqlite_path(storage_url) if storage is None else None
+    if path is not None and not path.startswith("file:") and not os.path.exists(path):
+        raise StudyError(
+            f"no study named {study_name!r} in {mask(storage_url)}: the database file {path} does not "
+            "exist (nova-search create makes the study, or give the storage it is in: --storage)"
+        )
     storage = storage or open_storage(storage_url, retry_s=window)
     plan = retrying(lambda: stage_plan(storage, storage_url, study_name), window, "read the studies in")
     name = plan[0][1] if study_name not in (n for _, n in plan) else study_name

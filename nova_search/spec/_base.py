@@ -167,7 +167,7 @@ def parse_cores(text: str) -> list[int]:
     for part in text.replace(" ", "").split(","):
         if not part:
             continue
-        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part)
+        m = re.fullmatch(r"([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?", part)  # ASCII digits: not int("٣")
         if m is None:
             raise ValueError(f"{part!r} is not a core, nor a range of cores like 8-15")
         low = int(m.group(1))

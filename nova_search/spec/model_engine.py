@@ -73,11 +73,25 @@ def _fixed_field(k: Knob) -> tuple[Any, Any]:
     return (k.type | None, Field(default=None, description=k.help, **bounds))
 
 
+class _FixedKnobs(StrictModel):
+    """Checks every value given against its knob (``Knob.check``: a text that reads as a flag or holds a
+    control character is refused; numbers have their bounds on the fields)."""
+
+    @model_validator(mode="after")
+    def _values(self) -> Any:
+        for name, k in SPACE_KNOBS.items():
+            value = getattr(self, name)
+            problem = k.check(value) if value is not None else None
+            if problem:
+                raise ValueError(f"{name}: {problem}")
+        return self
+
+
 #: Knobs the machine needs even for the stock baseline (for example host-memory share on a CPU), and
 #: the shape of a ``tuned`` configuration: the knob table's knobs, fixed values only.
 EngineDefaults = create_model(  # type: ignore[call-overload]
     "EngineDefaults",
-    __base__=StrictModel,
+    __base__=_FixedKnobs,
     __doc__="Fixed knob values (the knob table's knobs): engine.defaults and tuned.",
     **{name: _fixed_field(k) for name, k in SPACE_KNOBS.items()},
 )
@@ -88,6 +102,73 @@ SECRET_NAME = redact.SECRET_NAME
 #: flags nova sets per trial (``--config``: nova's API key file; a config file of the user's could set
 #: any flag, these included)
 GUARDED_FLAGS = ("--api-key", "--port", "--host", "--config")
+#: nova's own flags beside them, and why extra_args may not set them (vLLM takes the last value given,
+#: so a flag in extra_args would quietly replace nova's): what the server is called and serves, where it
+#: listens, and how many GPUs it takes (the worker hands each trial its GPU group by
+#: tensor_parallel_size; a server that took more would share a GPU with another trial)
+OWN_FLAGS: dict[str, str] = {
+    "--model": "nova-search passes model.path",
+    "--served-model-name": "nova-search passes model.served_name, the name its requests ask for",
+    "--uds": "nova-search reaches the server at engine.host and a port it picks",
+    "--tensor-parallel-size": "set engine.tensor_parallel_size (or search space.tensor_parallel_size): "
+    "the worker gives each trial that many GPUs",
+    "--pipeline-parallel-size": "the worker gives each trial engine.tensor_parallel_size GPUs, no more",
+    "--data-parallel-size": "the worker gives each trial engine.tensor_parallel_size GPUs, no more",
+    "--data-parallel-size-local": "the worker gives each trial engine.tensor_parallel_size GPUs, no more",
+    "--decode-context-parallel-size": "the worker gives each trial engine.tensor_parallel_size GPUs",
+    "--prefill-context-parallel-size": "the worker gives each trial engine.tensor_parallel_size GPUs",
+    "--device-ids": "the worker picks each trial's GPUs (CUDA_VISIBLE_DEVICES)",
+}
+#: vLLM's one-dash spellings of OWN_FLAGS (argparse also takes a one-dash prefix: -t for -tp)
+OWN_SHORT_FLAGS = {
+    "-tp": "--tensor-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-dpl": "--data-parallel-size-local",
+    "-dcp": "--decode-context-parallel-size",
+    "-pcp": "--prefill-context-parallel-size",
+}
+#: engine.env names nova sets or that would move the server off what nova accounts for: which GPUs it
+#: sees (the worker's placement), where it listens, what code every process of it loads
+OWN_ENV: dict[str, str] = {
+    "VLLM_API_KEY": "nova-search sets a fresh API key per trial",
+    "CUDA_VISIBLE_DEVICES": "the worker gives each trial its GPUs (--gpus, tensor_parallel_size)",
+    "NVIDIA_VISIBLE_DEVICES": "the worker gives each trial its GPUs (--gpus, tensor_parallel_size)",
+    "HIP_VISIBLE_DEVICES": "the worker gives each trial its GPUs (--gpus, tensor_parallel_size)",
+    "ROCR_VISIBLE_DEVICES": "the worker gives each trial its GPUs (--gpus, tensor_parallel_size)",
+    "CUDA_DEVICE_ORDER": "the worker's GPU ids are nova-search's (PCI bus order), as nvidia-smi numbers them",
+    "VLLM_HOST_IP": "nova-search reaches the server at engine.host",
+    "VLLM_PORT": "nova-search picks the server's ports",
+    "LD_PRELOAD": "a library loaded into every process of the server is not a setting to tune; set it "
+    "in the worker's own environment if the machine needs it",
+    "LD_AUDIT": "a library loaded into every process of the server is not a setting to tune",
+    "NOVA_ENGINE_MARK": "nova-search marks each server's processes with it, to find them at teardown",
+}
+
+
+def exact_own_flag(word: str) -> str | None:
+    """The nova-owned flag ``word`` is, written in full (``--served_model_name=x``, ``-tp``), or None.
+    For ``engine.command``, whose words may be another program's (docker's ``-t``, ``--device``):
+    abbreviations are not read there; ``--config`` is left out (docker's own)."""
+    name = word.split("=", 1)[0]
+    if name.startswith("--"):
+        long = redact.normalise_flag(name)
+        return long if long in (*GUARDED_FLAGS, *OWN_FLAGS) and long != "--config" else None
+    return OWN_SHORT_FLAGS.get(name)
+
+
+def own_flag(arg: str) -> str | None:
+    """The nova-owned flag (``GUARDED_FLAGS``, ``OWN_FLAGS``, ``OWN_SHORT_FLAGS``, written long) that
+    ``arg`` sets as vLLM reads it (any spelling, ``=value``, an abbreviation), or None."""
+    if arg.startswith("--"):
+        return next((f for f in (*GUARDED_FLAGS, *OWN_FLAGS) if redact.matches_flag(arg, f)), None)
+    name = arg.split("=", 1)[0]
+    if arg.startswith("-") and len(name) >= 2:
+        # argparse reads a one-dash word as a known short flag or an unambiguous prefix of one
+        return next((long for short, long in OWN_SHORT_FLAGS.items() if short.startswith(name)), None)
+    return None
+
+
 #: values that switch something on or off, never a secret (HF_HUB_DISABLE_IMPLICIT_TOKEN: "1")
 _SWITCHES = frozenset({"", "0", "1", "true", "false", "yes", "no", "on", "off"})
 #: a value that is one ``${NAME}`` reference and nothing else
@@ -111,9 +192,14 @@ class EngineSpec(StrictModel):
     #: environment at launch (secrets go that way: the spec is stored with the study; a literal value
     #: under a secret's name, DB_PASS or HF_TOKEN, or a URL with a password is refused). The server
     #: inherits nothing else of the worker's environment but PATH, locale, CUDA/NCCL/HF/VLLM/TORCH/...
+    #: Not what nova sets or accounts for: VLLM_API_KEY, CUDA_VISIBLE_DEVICES (and NVIDIA_/HIP_/ROCR_),
+    #: CUDA_DEVICE_ORDER, VLLM_HOST_IP, VLLM_PORT, LD_PRELOAD, LD_AUDIT; one line each (no control
+    #: character)
     env: dict[str, str] = Field(default_factory=dict)
     #: flags passed to every trial's server, after the knobs; not --api-key, --host, --port or --config
-    #: (nova sets them per trial), not a --hf-token value (use env HF_TOKEN), in any spelling vLLM reads
+    #: (nova sets them per trial), not --model, --served-model-name or --uds (what nova serves and
+    #: reaches), not --tensor-parallel-size/-tp, -pp, -dp, --device-ids (the worker gives each trial its
+    #: GPUs), not a --hf-token value (use env HF_TOKEN), in any spelling vLLM reads; no control character
     extra_args: list[str] = Field(default_factory=list)
     #: CPU cores the server is pinned to (its children inherit it): a list, or a taskset-style string
     #: such as ``0-7``. On a small CPU machine keep the
@@ -183,6 +269,15 @@ class EngineSpec(StrictModel):
             if problem:
                 raise ValueError(problem)
         for i, word in enumerate(self.command or ()):
+            flag = exact_own_flag(word) if i > 0 else None
+            if flag is not None:
+                spelt = word.split("=", 1)[0]
+                said = flag if spelt == flag else spelt
+                raise ValueError(
+                    f"command.{i}: {said} is nova-search's to set ({flag}: "
+                    f"{OWN_FLAGS.get(flag, 'it sets it per trial')}); engine.command is the launcher "
+                    "before the model (e.g. [vllm, serve])"
+                )
             if redact.word_secrets(word):
                 raise ValueError(
                     f"command.{i}: a URL with a password, a secret query parameter or a NAME=secret "
@@ -192,8 +287,9 @@ class EngineSpec(StrictModel):
         problem = extra_args_problem(self.extra_args)
         if problem:
             raise ValueError(problem)
-        if "VLLM_API_KEY" in self.env:
-            raise ValueError("env.VLLM_API_KEY: nova-search sets a fresh API key per trial")
+        for key in self.env:
+            if key in OWN_ENV:
+                raise ValueError(f"env.{key}: engine.env must not set {key}: {OWN_ENV[key]}")
         for key, value in self.env.items():
             problem = env_problem(key, value)
             if problem:
@@ -212,13 +308,20 @@ def extra_args_problem(args: list[str]) -> str | None:
     ``_`` for ``-``, ``--flag=value``, and argparse's abbreviations (``--api-ke`` is ``--api-key``).
     Never quotes a secret."""
     for i, arg in enumerate(args):
-        flag = next((f for f in GUARDED_FLAGS if redact.matches_flag(arg, f)), None)
+        problem = _control_problem(f"extra_args.{i}", arg)
+        if problem:
+            return problem
+        flag = own_flag(arg)
         if flag == "--config":
             return (
                 f"extra_args.{i}: {flag} is refused: nova-search passes the trial's API key in its own "
                 "--config file, and a config file of yours could set any flag (the API key, host and port "
                 "included); give its flags in extra_args"
             )
+        if flag in OWN_FLAGS:
+            spelt = arg.split("=", 1)[0]
+            said = flag if spelt == flag else f"{flag} (as {spelt})"
+            return f"extra_args.{i}: extra_args must not set {said}: {OWN_FLAGS[flag]}"
         if flag is not None:
             return f"extra_args.{i}: extra_args must not set {flag}: nova-search sets it per trial"
         if redact.secret_flag(arg) == "--hf-token" and redact.argv_secrets(args[i : i + 2]):
@@ -241,7 +344,15 @@ def extra_args_problem(args: list[str]) -> str | None:
 def env_problem(key: str, value: str) -> str | None:
     """Why ``engine.env.KEY: VALUE`` must not be written in a spec, or None: a secret by its name
     (``redact.secret_name``: not one ``${NAME}`` reference) or by what it holds (a URL with a password,
-    a secret query parameter). Never quotes the value."""
+    a secret query parameter), or a reference to one of nova's own variables (``${NOVA_STORAGE}``
+    holds the database's password: the server never gets nova's environment). Never quotes the
+    value."""
+    for m in redact.REFERENCE.finditer(value):
+        if m.group(1).startswith("NOVA_"):
+            return (
+                f"env.{key}: ${{{m.group(1)}}} is nova-search's own variable (NOVA_STORAGE holds the "
+                "database's password): a server never gets nova's environment"
+            )
     if redact.secret_name(key) and not _ONE_REFERENCE.fullmatch(value) and value.lower() not in _SWITCHES:
         return (
             f"env.{key} looks like a secret, and the spec is stored with the study (dump, "

@@ -27,7 +27,7 @@ import yaml
 from pydantic import ValidationError
 
 from nova_search.errors import SpecError
-from nova_search.files import UnreadableFile, read_bounded
+from nova_search.files import UnreadableFile, read_bounded, special_file
 from nova_search.spec.study import StudySpec
 
 #: the largest spec file read
@@ -231,11 +231,45 @@ def parse_spec(raw: Any, source: str = "spec") -> StudySpec:
 
 
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> StudySpec:
+    """The spec file a user gives (``create``, ``run``, ``validate``), with its ``--set`` overrides,
+    validated, and its local files checked (``local_file_problems``)."""
     p = Path(path)
     raw = read_yaml(read_spec_text(p), str(p))
     if not isinstance(raw, dict):
         raise SpecError(f"{p}: the top level must be a mapping of fields")
-    return parse_spec(apply_overrides(raw, overrides or []), str(p))
+    spec = parse_spec(apply_overrides(raw, overrides or []), str(p))
+    problems = local_file_problems(spec)
+    if problems:
+        raise SpecError(f"{p}: " + "; ".join(problems))
+    return spec
+
+
+def local_file_problems(spec: StudySpec) -> list[str]:
+    """The files a trial reads that are here and could never be read as files, each naming its field:
+    a FIFO, a device or a socket (reading one blocks, or never ends), or a directory where a file is
+    read. Checked where a user hands a spec in (``load_spec``), before anything is stored, so that the
+    study is refused at ``create`` rather than by each worker (which checks again: ``create`` may run
+    on another host). A path that is not here is left alone: it may be on the workers' hosts."""
+    problems: list[str] = []
+
+    def check(field: str, path: str | None, *, folder_ok: bool, inside: str | None = None) -> None:
+        if path is None:
+            return
+        kind = special_file(path, folder_ok=folder_ok)
+        if kind is None and inside is not None and Path(path).is_dir():
+            path, kind = str(Path(path) / inside), special_file(Path(path) / inside)
+        if kind is not None:
+            problems.append(f"{field}: {path} is {kind}, not a regular file")
+
+    check("workload.path", spec.workload.path, folder_ok=False)
+    check("workload.tokenizer", spec.workload.tokenizer, folder_ok=True, inside="tokenizer.json")
+    check("model.path", spec.model.path, folder_ok=True, inside="config.json")
+    for method, drafter in spec.space.speculative.drafters.items():
+        check(f"space.speculative.drafters.{method}", drafter, folder_ok=True, inside="config.json")
+    kind = special_file(spec.artifacts_dir, folder_ok=True)
+    if kind is not None:  # every trial writes its server log there
+        problems.append(f"artifacts_dir: {spec.artifacts_dir} is {kind}, not a folder")
+    return problems
 
 
 def format_validation_error(e: ValidationError, source: str) -> str:

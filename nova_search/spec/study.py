@@ -11,6 +11,7 @@ from pydantic import (
     model_validator,
 )
 
+from nova_search import redact
 from nova_search.errors import SpecError
 from nova_search.measure.objectives import (
     KNOWN_METRICS,
@@ -201,7 +202,8 @@ MAX_SERVED_NAME = 256
 MAX_PATH = 4096
 #: an environment variable name as POSIX shells take it
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: control characters: C0, DEL, C1, line separators and bidirectional overrides (``redact.CONTROL``)
+_CONTROL = redact.CONTROL
 
 
 def _path_problem(value: str, limit: int = MAX_PATH, path: bool = True) -> str | None:
@@ -213,7 +215,7 @@ def _path_problem(value: str, limit: int = MAX_PATH, path: bool = True) -> str |
     if len(value) > limit:
         return f"is {len(value)} characters long; at most {limit}"
     if _CONTROL.search(value):
-        return f"holds a control character ({_CONTROL.search(value).group()!r}); write it on one line"  # type: ignore[union-attr]
+        return f"holds a control character ({redact.control_character(value)}); write it on one line"
     if value.startswith("-"):
         fix = f"write ./{value[:40]} for a path" if path else "a name starts with a letter or digit"
         return f"{value[:40]!r} starts with '-' and would read as a flag; {fix}"
@@ -260,6 +262,13 @@ def launch_problems(spec: StudySpec) -> list[str]:
                 f"engine.env: {name[:60]!r} is not an environment variable name (letters, digits and '_', "
                 "not starting with a digit; no '=')"
             )
+    for name, value in engine.env.items():
+        c = redact.control_character(value) if ENV_NAME.fullmatch(name) else None
+        if c is not None:
+            problems.append(
+                f"engine.env.{name}: the value holds a control character ({c}): an environment value "
+                "here is one line (it goes into exports and shows in status)"
+            )
     for i, arg in enumerate(engine.extra_args):
         if not arg:
             problems.append(f"engine.extra_args.{i}: an empty argument")
@@ -271,6 +280,9 @@ def launch_problems(spec: StudySpec) -> list[str]:
                 "to the host's core count - 1; each worker checks them against its own cores as it starts)"
             )
     check("artifacts_dir", spec.artifacts_dir)
+    c = redact.control_character(spec.storage or "")
+    if c is not None:
+        problems.append(f"storage: the URL holds a control character ({c}); give it on one plain line")
     return problems
 
 

@@ -11,6 +11,10 @@ engine core, to prove group teardown), FAKE_ENGINE_REFUSE=FLAG (exit 1 at boot, 
 log, when FLAG is in its argv: a configuration the engine cannot run), FAKE_ENGINE_SLOW_WITH=FLAG (4
 times the delays when FLAG is in its argv: a configuration that is plainly worse), FAKE_ENGINE_FAST_WITH=FLAG
 (a quarter of the delays: plainly better),
+FAKE_ENGINE_PRINT_ENV=A,B (print ``A=value`` of each at start, as an engine that logs its
+environment does), FAKE_ENGINE_DIE=1 (exit 1 at boot after that, as an engine that cannot start),
+FAKE_ENGINE_DETACH=FILE (start a child that leaves the process group with setsid, as a daemonising
+helper does, and write its pid to FILE), FAKE_ENGINE_LOG_MB=N (print N MiB of log lines at start),
 FAKE_ENGINE_RECORD=FILE (append a JSON line when it starts and when SIGTERM stops it: its pid, the
 time, its port, the CUDA_VISIBLE_DEVICES it was given and its --tensor-parallel-size; ``engine_records`` reads
 them back as one ``EngineLife`` per server; a line too for each sleep and wake). With
@@ -59,6 +63,22 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     # as vLLM 0.26 does, the key read from --config among the arguments it logs at start-up
     print(f"non-default args: {{'port': {args.port}, 'api_key': [{_api_key(args.config)!r}]}}", flush=True)
+    for name in filter(None, (os.environ.get("FAKE_ENGINE_PRINT_ENV") or "").split(",")):
+        print(f"environment: {name}={os.environ.get(name)}", flush=True)
+    detach = os.environ.get("FAKE_ENGINE_DETACH") or None
+    if detach:
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(3600)"], start_new_session=True
+        )
+        Path(detach).write_text(str(child.pid))
+    megabytes = int(os.environ.get("FAKE_ENGINE_LOG_MB") or "0")
+    line = "INFO chatty engine line " + "x" * 999 + "\n"
+    for _ in range(megabytes * 1024):
+        sys.stdout.write(line)
+    sys.stdout.flush()
+    if os.environ.get("FAKE_ENGINE_DIE") == "1":
+        print("RuntimeError: fake engine cannot start", flush=True)
+        sys.exit(1)
     time.sleep(float(os.environ.get("FAKE_ENGINE_BOOT_S") or "0.2"))
     if os.environ.get("FAKE_ENGINE_CHILD") == "1":
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])

@@ -86,7 +86,9 @@ def test_best_json_is_the_pareto_front_with_stored_values(url, stored):
         assert d["values"] == dict(zip(study.metric_names, t.values, strict=True))
         assert d["params"] == t.params
         assert d["argv"] == t.user_attrs[schema.ARGV.key]
-        assert d["deployable_argv"] == deployable_argv(t.user_attrs[schema.ARGV.key])
+        # the deployable command as the worker stored it: vllm serve, not the worker's interpreter
+        assert d["deployable_argv"] == t.user_attrs[schema.DEPLOY_ARGV.key]
+        assert d["deployable_argv"][:2] == ["vllm", "serve"]
         assert "--port" in d["argv"] and "--port" not in d["deployable_argv"]
         assert d["engine_version"] == t.user_attrs[schema.ENGINE_VERSION.key]
         assert d["feasible"] is True
@@ -98,7 +100,7 @@ def test_best_by_objective_and_where(url, stored):
     _, trials = stored
     top = top_by_throughput(trials)
     line = ok("best", NAME, "--storage", url, "--objective", "output_throughput@best", "--format", "argv")
-    assert shlex.split(line) == deployable_argv(top.user_attrs[schema.ARGV.key])  # the argv round-trips
+    assert shlex.split(line) == top.user_attrs[schema.DEPLOY_ARGV.key]  # the stored vllm serve round-trips
 
     fastest = min(trials, key=lambda t: (t.values[1], t.number))
     bound = fastest.values[1]
@@ -247,6 +249,7 @@ API_SCRIPT = textwrap.dedent(
         ],
         "top": top.number, "front": [t.number for t in front],
         "export": api.export_launch(top, "vllm"), "tuned": api.tuned_baseline(r).number,
+        "answer": api.deploy_answer(r).as_json(),
     }))
     """
 )
@@ -285,6 +288,10 @@ def test_api_from_a_separate_process(url, stored):
     deployable = got["trials"][got["top"]]["deployable"]
     assert shlex.split(got["export"].splitlines()[-1])[3:] == deployable[deployable.index("fake-model") + 1 :]
     assert got["tuned"] == got["top"]  # no drafter: the best by the first objective is the tuned baseline
+    # the deploy answer from Python is policy's (and the stored nova:deploy's)
+    policy = json.loads(ok("policy", NAME, "--storage", url, "--format", "json"))
+    assert got["answer"] == {k: policy[k] for k in got["answer"]}
+    assert got["answer"]["ranges"][0]["configuration"]["trial"] == str(got["tuned"])
 
 
 def test_storage_errors_are_one_masked_line(url):

@@ -23,6 +23,7 @@ from nova_search.testing.specs import minimal_spec_dict
 from nova_search.testing.standin import standin_server
 from nova_search.trial.capacity_search import CapacityRun, search_capacity
 from tests.support.cli import nova, nova_ok
+from tests.support.contract import check_text
 
 TTFT_S, KNEE = 0.1, 4
 WORKLOAD = {"input_len": 8, "output_len": 4}
@@ -175,6 +176,14 @@ def test_a_study_stores_capacity_per_gpu_as_its_objective_and_shows_it(tmp_path)
         and "(concurrency 6; concurrency 7 misses)" in status
     )
     assert "this config carries" in status  # the deploy answer
+    # the new keys keep the JSON contract (check-jsonschema, formats checked)
+    for name, argv in (
+        ("dump", ("dump", "cap", "--storage", url)),
+        ("status", ("status", "cap", "--storage", url, "--format", "json")),
+        ("policy", ("policy", "cap", "--storage", url, "--format", "json")),
+    ):
+        doc = check_text(name, nova_ok(*argv), tmp_path, name)
+    assert doc["ranges"][0]["configuration"]["capacity"] is not None
 
 
 def test_an_objective_on_an_indeterminate_capacity_fails_the_trial_saying_so(tmp_path):

@@ -23,9 +23,11 @@ from nova_search.results.load import load_results
 from nova_search.search import lifecycle as nova_study
 from nova_search.testing.pg import fresh_database
 from nova_search.testing.specs import fake_spec
+from nova_search.testing.standin import standin_server
 from nova_search.testing.workers import fake_engines, worker
 from tests.support import REPO
 from tests.support.cli import nova_ok as ok
+from tests.support.contract import check_text
 from tests.support.deploy import (
     assert_text_shows,
     note_deploy_section,
@@ -90,6 +92,17 @@ def test_every_place_gives_the_same_answer(url, tmp_path):
     assert f"(trial {trial})" in text and shlex.split(text.splitlines()[-1]) == argv
 
 
+def test_the_worker_written_study_note_names_the_device(url):
+    """The study note the worker wrote (the dashboard's) says where the answer was measured, as the
+    answer, policy and status do: never "an unrecorded device"."""
+    from optuna_dashboard import get_note
+
+    answer = stored_answer(url)
+    note = get_note(optuna.load_study(study_name=NAME, storage=url))
+    assert answer["device"] and f"on {answer['device']}," in note, note[:1500]
+    assert "an unrecorded device" not in note
+
+
 def test_policy_write_stores_it_again(url):
     study = optuna.load_study(study_name=NAME, storage=url)
     before = study.user_attrs[schema.DEPLOY.key]
@@ -126,3 +139,25 @@ def test_the_documented_script_reads_it_with_optuna_alone(url, tmp_path):
     assert lines[0] == f"1-inf: trial {trial} (no_candidate)" and label == "1–∞"
     assert lines[1] == "  " + shlex.join(argv)
     assert lines[2] == f"vLLM {answer['vllm_version']} on {answer['device']}"
+
+
+def test_every_json_output_of_the_study_validates_with_format_checks(url, tmp_path):
+    """The JSON contract as automation checks it (issue 53): every JSON output of this real study (a
+    worker ran it on the stand-in engine), and ``bench`` against a stand-in server, through
+    ``check-jsonschema`` with its format checks (a timestamp is an RFC 3339 date-time)."""
+    outputs = {
+        "dump": ok("dump", NAME, "--storage", url),
+        "best": ok("best", NAME, "--storage", url, "--format", "json"),
+        "status": ok("status", NAME, "--storage", url, "--format", "json"),
+        "policy": ok("policy", NAME, "--storage", url, "--format", "json"),
+        "deploy": json.dumps(stored_answer(url)),
+    }
+    with standin_server() as srv:
+        outputs["bench"] = ok(
+            "bench", "--url", srv.base_url, "--concurrency", "1,2", "--num-requests", "4", "--warmup", "1",
+            "--input-len", "8", "--output-len", "4", "--vocab-size", "1000", "--format", "json",
+        )  # fmt: skip
+    docs = {name: check_text(name, text, tmp_path, name) for name, text in outputs.items()}
+    assert docs["dump"]["trials"] and all(t["datetime_start"].endswith("Z") for t in docs["dump"]["trials"])
+    assert docs["status"]["workers"] and docs["status"]["workers"][0]["last_seen"].endswith("Z")
+    assert {d["schema_version"] for d in docs.values()} == {1, 3}

@@ -87,8 +87,9 @@ def cli_envvars() -> set[str]:
 
 
 def code_envvars() -> set[str]:
-    """NOVA_* variables nova_search reads itself through os.environ (heartbeats, the engine python)."""
-    pattern = re.compile(r"""environ(?:\.get\(|\[|\.setdefault\()\s*["'](NOVA_\w+)["']""")
+    """NOVA_* variables nova_search reads itself through os.environ or ``db._url.env_number`` (heartbeats,
+    the retry window, the engine python)."""
+    pattern = re.compile(r"""(?:environ(?:\.get\(|\[|\.setdefault\()|env_number\()\s*["'](NOVA_\w+)["']""")
     return {m for p in (REPO / "nova_search").rglob("*.py") for m in pattern.findall(p.read_text())}
 
 

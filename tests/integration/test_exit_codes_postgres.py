@@ -5,6 +5,7 @@ interrupt, is shown by tests/integration/test_cli_interrupt.py.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -50,21 +51,33 @@ def db(tmp_path_factory):
             url,
             timeout=240,
         )
-        yield url, broken
+        yield url, broken, good
     assert fake_engines() == []
 
 
+def test_run_ends_with_the_deploy_answer_and_the_policy_command(db):
+    """The user's last screen is the answer (issue 53): one line naming the trial and its command, then
+    where the evidence is; not the ranking table, whose top row need not be what to run."""
+    url, _, good = db
+    last = [line for line in good.stdout.splitlines() if line.strip()][-2:]
+    answer = json.loads(nova("policy", "good", "--storage", url, "--format", "json").stdout)
+    (r,) = answer["ranges"]
+    trial = r["configuration"]["trial"]
+    assert last[0] == f"What to deploy: trial {trial} (tuned) at every load: {r['command']}"
+    assert last[1] == f"why, the evidence and the other loads: nova-search policy good --storage {url}"
+
+
 def test_run_with_every_trial_failed_exits_3(db):
-    _, broken = db
+    _, broken, _ = db
     assert broken.returncode == ExitCode.NOTHING_MEASURED == 3, broken.stderr[-3000:]
     assert "Every trial of this study failed or was pruned" in broken.stderr
 
 
 def test_an_answer_exits_0_and_none_exits_4(db):
-    url, _ = db
+    url, _, _ = db
     r = nova("best", "good", "--storage", url, "--where", SLO, "--format", "argv")
     assert r.returncode == ExitCode.OK == 0, r.stderr
-    assert "fake_engine fake-model" in r.stdout  # the stand-in's command, as `vllm serve` would be
+    assert r.stdout.startswith("vllm serve fake-model ")  # the stored deployable command, not the stand-in's
     for where in ("ttft_p99_ms<=0.000001@32", "ttft_p99_ms<=500@4"):  # nothing that fast; 4 not measured
         r = nova("best", "good", "--storage", url, "--where", where)
         assert r.returncode == ExitCode.NOTHING_QUALIFIES == 4, r.stderr
@@ -77,7 +90,7 @@ def test_an_answer_exits_0_and_none_exits_4(db):
 
 
 def test_bad_input_exits_2(db):
-    url, _ = db
+    url, _, _ = db
     r = nova("status", "absent", "--storage", url)
     assert r.returncode == ExitCode.BAD_INPUT == 2 and "no study named 'absent'" in r.stderr
     # a trial the engine refused at boot: never measured, nothing to deploy
@@ -119,10 +132,10 @@ def _run_gate(study: str, storage: str, cwd: Path) -> subprocess.CompletedProces
 
 
 def test_the_docs_deploy_gate_tells_nothing_qualifies_from_storage_down(db, tmp_path):
-    url, _ = db
+    url, _, _ = db
     ok = _run_gate("good", url, tmp_path)
     assert ok.returncode == 0 and ok.stdout.startswith("deploy: "), ok.stderr
-    assert "fake_engine fake-model" in ok.stdout
+    assert ok.stdout.startswith("deploy: vllm serve fake-model ")  # the stored deployable command
     none = _run_gate("broken", url, tmp_path)
     assert none.returncode == 0 and none.stdout.strip() == "nothing qualifies: keep the current deployment"
     down = _run_gate("good", "postgresql+psycopg://postgres@127.0.0.1:1/nova", tmp_path)

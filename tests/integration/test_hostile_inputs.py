@@ -141,6 +141,17 @@ def _study(budget: int, **changes: str) -> Callable[[Path, str], None]:
     return prepare
 
 
+def _fifo_at(name: str) -> Callable[[Path, str], None]:
+    """A FIFO at ``name`` in the row's folder (a spec field or the storage points at it)."""
+
+    def prepare(folder: Path, storage: str) -> None:
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path)
+
+    return prepare
+
+
 # ---------------------------------------------------------------- the rows
 
 NUL = "a\x00b"
@@ -303,6 +314,105 @@ ROWS: list[Row] = [
     Row("study-name-flag", "--study-name", None, create_args("--study-name=--x")),
     Row("gpus-digits", "--gpus", None, ("run", "{spec}", "--storage", "{storage}", "--gpus", DIGITS)),
     Row("set-empty-key-part", "--set 'a..b=1': write it as dotted.key=value", None, sets("a..b=1")),
+    # ---- issue 53: extra_args and engine.env may not override nova's own flags and environment
+    Row("extra-served-name", "extra_args.0: extra_args must not set --served-model-name", at("engine.extra_args", ["--served-model-name", "x"]), pg=True),
+    Row("extra-served-name-eq", "extra_args must not set --served-model-name (as --served_model_name)", at("engine.extra_args", ["--enforce-eager", "--served_model_name=x"])),
+    Row("extra-model", "extra_args.0: extra_args must not set --model", at("engine.extra_args", ["--model", "/other"])),
+    Row("extra-model-eq", "extra_args must not set --model", at("engine.extra_args", ["--model=/other"])),
+    Row("extra-tp", "extra_args must not set --tensor-parallel-size (as -tp)", at("engine.extra_args", ["-tp", "2"]), pg=True),
+    Row("extra-tp-eq", "extra_args must not set --tensor-parallel-size (as -tp)", at("engine.extra_args", ["-tp=2"])),
+    Row("extra-tp-prefix", "extra_args must not set --tensor-parallel-size (as -t)", at("engine.extra_args", ["-t", "2"])),
+    Row("extra-tp-long", "extra_args must not set --tensor-parallel-size", at("engine.extra_args", ["--tensor-parallel-size", "2"])),
+    Row("extra-tp-abbrev", "extra_args must not set --tensor-parallel-size (as --tensor-parallel)", at("engine.extra_args", ["--tensor-parallel", "2"])),
+    Row("extra-pp", "extra_args must not set --pipeline-parallel-size (as -pp)", at("engine.extra_args", ["-pp", "2"])),
+    Row("extra-dp", "extra_args must not set --data-parallel-size", at("engine.extra_args", ["--data_parallel_size=2"])),
+    Row("extra-host", "extra_args must not set --host", None, sets('engine.extra_args=["--host", "0.0.0.0"]')),
+    Row("extra-port", "extra_args must not set --port", at("engine.extra_args", ["--port=1"])),
+    Row("extra-api-key", "extra_args must not set --api-key", at("engine.extra_args", ["--api-key", "k"])),
+    Row("extra-uds", "extra_args must not set --uds", at("engine.extra_args", ["--uds", "/tmp/s"])),
+    Row("env-cuda-visible", "env.CUDA_VISIBLE_DEVICES: engine.env must not set CUDA_VISIBLE_DEVICES", at("engine.env", {"CUDA_VISIBLE_DEVICES": "0,1"}), pg=True),
+    Row("env-nvidia-visible", "engine.env must not set NVIDIA_VISIBLE_DEVICES", at("engine.env", {"NVIDIA_VISIBLE_DEVICES": "all"})),
+    Row("env-ld-preload", "env.LD_PRELOAD: engine.env must not set LD_PRELOAD", at("engine.env", {"LD_PRELOAD": "/tmp/x.so"})),
+    Row("env-vllm-host-ip", "engine.env must not set VLLM_HOST_IP", at("engine.env", {"VLLM_HOST_IP": "10.0.0.1"})),
+    Row("env-vllm-port", "engine.env must not set VLLM_PORT", at("engine.env", {"VLLM_PORT": "1"})),
+    Row("env-api-key", "engine.env must not set VLLM_API_KEY", at("engine.env", {"VLLM_API_KEY": "${K}"})),
+    Row("env-cuda-set", "engine.env must not set CUDA_VISIBLE_DEVICES", None, sets('engine.env.CUDA_VISIBLE_DEVICES="3"')),
+    # ---- issue 53: control characters (terminal escapes, OSC, C1, bidirectional overrides)
+    Row("extra-esc", "extra_args.1 holds a control character (\\x1b)", at("engine.extra_args", ["--enforce-eager", "\x1b[2J"]), pg=True),
+    Row("extra-osc", "extra_args.0 holds a control character (\\x1b)", at("engine.extra_args", ["\x1b]0;pwned\x07"])),
+    Row("extra-bidi", "extra_args.1 holds a control character (\\u202e)", at("engine.extra_args", ["--x", "a\u202eb"])),
+    Row("extra-isolate", "extra_args.1 holds a control character (\\u2066)", at("engine.extra_args", ["--x", "a\u2066b"])),
+    Row("extra-c1", "extra_args.1 holds a control character (\\x9b)", at("engine.extra_args", ["--x", "a\x9bb"])),
+    Row("choice-esc", "kv_cache_dtype.choices.1: kv_cache_dtype holds a control character (\\x1b)", at("space.kv_cache_dtype", {"choices": ["auto", "fp8\x1b[31m"]}), pg=True),
+    Row("choice-bidi", "attention_backend.choices.0: attention_backend holds a control character (\\u202e)", at("space.attention_backend", {"choices": ["\u202eNAIVE"]})),
+    Row("fixed-knob-esc", "kv_cache_dtype holds a control character", at("space.kv_cache_dtype", "auto\x1b")),
+    Row("defaults-knob-esc", "engine.defaults: kv_cache_dtype: kv_cache_dtype holds a control character", at("engine.defaults", {"gpu_memory_utilization": 0.3, "kv_cache_dtype": "a\x1b]8;;x\x07"})),
+    Row("served-name-esc", "served_name holds a control character (\\x1b)", at("model.served_name", "tiny\x1b[2J")),
+    Row("served-name-osc", "served_name holds a control character (\\x1b)", at("model.served_name", "tiny\x1b]0;x\x07")),
+    Row("served-name-bidi", "served_name holds a control character (\\u202e)", at("model.served_name", "tiny\u202e"), pg=True),
+    Row("served-name-rlo-set", "served_name holds a control character", None, sets('model.served_name="a\u202eb"')),
+    Row("env-value-esc", "engine.env.A: the value holds a control character (\\x1b)", at("engine.env", {"A": "x\x1b[2J"})),
+    Row("drafter-bidi", "space.speculative.drafters.draft_model: holds a control character (\\u202e)", at("space.speculative.drafters", {"draft_model": "m\u202e"})),
+    Row("tokenizer-bidi", "workload.tokenizer: holds a control character", at("workload.tokenizer", "t\u2067")),
+    Row("host-bidi", "host holds a control character (\\u202e)", at("engine.host", "127.0.0.1\u202e")),
+    # ---- issue 53: knob choices that read as flags
+    Row("choice-flag", "kv_cache_dtype.choices.1: kv_cache_dtype '--trust-remote-code' starts with '-'", at("space.kv_cache_dtype", {"choices": ["auto", "--trust-remote-code"]}), pg=True),
+    Row("fixed-knob-flag", "attention_backend '-x' starts with '-'", at("space.attention_backend", "-x")),
+    Row("defaults-knob-flag", "engine.defaults: kv_cache_dtype", at("engine.defaults", {"gpu_memory_utilization": 0.3, "kv_cache_dtype": "--x"})),
+    Row("choice-flag-set", "kv_cache_dtype", None, sets('space.kv_cache_dtype={choices: [auto, "--enforce-eager"]}')),
+    # ---- issue 53: a FIFO or a device where a trial reads a file, refused at create
+    Row("tokenizer-fifo", "workload.tokenizer: tok.fifo is a FIFO (named pipe), not a regular file", at("workload.tokenizer", "tok.fifo"), prepare=_fifo_at("tok.fifo"), pg=True),
+    Row("tokenizer-dev-zero", "workload.tokenizer: /dev/zero is a character device", at("workload.tokenizer", "/dev/zero")),
+    Row("tokenizer-json-fifo", "workload.tokenizer: tok/tokenizer.json is a FIFO", at("workload.tokenizer", "tok"), prepare=_fifo_at("tok/tokenizer.json")),
+    Row("jsonl-fifo", "workload.path: p.jsonl is a FIFO (named pipe)", at("workload", {"kind": "jsonl", "path": "p.jsonl"}), prepare=_fifo_at("p.jsonl"), pg=True),
+    Row("jsonl-dev-zero", "workload.path: /dev/zero is a character device", at("workload", {"kind": "jsonl", "path": "/dev/zero"})),
+    Row("jsonl-dev-null-run", "workload.path: /dev/null is a character device", at("workload", {"kind": "jsonl", "path": "/dev/null"}), ("run", "{spec}", "--storage", "{storage}")),
+    Row("jsonl-directory", "workload.path: . is a directory", at("workload", {"kind": "jsonl", "path": "."})),
+    Row("model-config-fifo", "model.path: m/config.json is a FIFO", at("model.path", "m"), prepare=_fifo_at("m/config.json")),
+    # ---- issue 53: CLI values checked before any storage is opened
+    Row("gpus-arabic-indic", "--gpus '٣': give integers separated by commas (digits 0-9)", None, ("run", "{spec}", "--storage", "{storage}", "--gpus", "٣")),
+    Row("gpus-fullwidth-node", "--gpus '０,１'", None, ("node", "tiny-cpu", "--storage", "{storage}", "--gpus", "０,１")),
+    Row("gpus-huge", "--gpus '5000': 5000 is above 1023", None, ("run", "{spec}", "--storage", "{storage}", "--gpus", "5000"), pg=True),
+    Row("gpus-worker-40-digits", "--gpus", None, ("worker", "tiny-cpu", "--storage", "{storage}", "--gpus", "9" * 40)),
+    Row("stop-after-inf", "--stop-after inf: give a number from 1 to 2592000 seconds", None, ("run", "{spec}", "--storage", "{storage}", "--stop-after", "inf")),
+    Row("stop-after-nan", "--stop-after nan", None, ("worker", "tiny-cpu", "--storage", "{storage}", "--stop-after", "nan")),
+    Row("stop-after-zero", "--stop-after 0", None, ("run", "{spec}", "--storage", "{storage}", "--stop-after", "0")),
+    Row("max-trials-huge", "--max-trials", None, ("worker", "tiny-cpu", "--storage", "{storage}", "--max-trials", "9" * 40)),
+    Row("export-concurrency-40-digits", "--concurrency", None, ("export", "tiny-cpu", "--storage", "{storage}", "--concurrency", "9" * 40)),
+    Row("export-concurrency-0", "--concurrency 0", None, ("export", "tiny-cpu", "--storage", "{storage}", "--concurrency", "0")),
+    Row("node-grace-huge", "--grace", None, ("node", "tiny-cpu", "--storage", "{storage}", "--gpus", "0", "--grace", "1e300")),
+    Row("worker-no-such-file", "the database file", None, ("worker", "tiny-cpu", "--storage", "{storage}")),
+    Row("node-no-such-file", "the database file", None, ("node", "tiny-cpu", "--storage", "{storage}", "--gpus", "0")),
+    Row("run-no-engine", "engine.python is not set", None, ("run", "{spec}", "--storage", "{storage}"), env={"NOVA_ENGINE_PYTHON": None}),
+    # ---- issue 53: a SQLite path that is a FIFO or a device: refused, no lock file made
+    Row("sqlite-fifo-create", "study.db is a FIFO (named pipe), not a SQLite database file", None, prepare=_fifo_at("study.db")),
+    Row("sqlite-fifo-run", "is a FIFO (named pipe), not a SQLite database file", None, ("run", "{spec}", "--storage", "{storage}"), prepare=_fifo_at("study.db")),
+    Row("sqlite-fifo-worker", "is a FIFO (named pipe), not a SQLite database file", None, ("worker", "tiny-cpu", "--storage", "{storage}"), prepare=_fifo_at("study.db")),
+    Row("sqlite-fifo-upgrade", "is a FIFO (named pipe), not a SQLite database file", None, ("db", "upgrade", "--storage", "{storage}"), prepare=_fifo_at("study.db")),
+    Row("sqlite-fifo-status", "is a FIFO (named pipe), not a SQLite database file", None, ("status", "tiny-cpu", "--storage", "{storage}"), prepare=_fifo_at("study.db")),
+    Row("sqlite-dev-null", "/dev/null is a character device, not a SQLite database file", None, ("create", "{spec}", "--storage", "sqlite:////dev/null")),
+    Row("sqlite-directory", "study.db is a directory, not a SQLite database file", None, prepare=lambda folder, storage: (folder / "study.db").mkdir()),
+    # ---- issue 53: the engine.command may not carry nova's own flags either (whole words)
+    Row("command-tp", "command.2: -tp is nova-search's to set", at("engine.command", ["vllm", "serve", "-tp", "8"]), pg=True),
+    Row("command-served-name", "command.2: --served_model_name is nova-search's to set (--served-model-name:", at("engine.command", ["vllm", "serve", "--served_model_name=x"])),
+    # ---- issue 53: the storage URL and the storage settings of the environment
+    Row("storage-esc-flag", "--storage: the URL holds a control character (\\x1b)", None, ("create", "{spec}", "--storage", "sqlite:///a\x1b[2J.db")),
+    Row("storage-bidi-spec", "storage: the URL holds a control character (\\u202e)", at("storage", "sqlite:///a\u202eb.db"), ("create", "{spec}")),
+    Row("storage-esc-env", "NOVA_STORAGE: the URL holds a control character", None, ("status", "tiny-cpu"), env={"NOVA_STORAGE": "sqlite:///a\x1b]0;x\x07.db"}),
+    Row("retry-s-text", "NOVA_STORAGE_RETRY_S='abc': give a number from 0 to 86400", None, env={"NOVA_STORAGE_RETRY_S": "abc"}, pg=True),
+    Row("retry-s-nan", "NOVA_STORAGE_RETRY_S='nan'", None, ("run", "{spec}", "--storage", "{storage}"), env={"NOVA_STORAGE_RETRY_S": "nan"}),
+    Row("retry-s-inf", "NOVA_STORAGE_RETRY_S='inf'", None, ("worker", "tiny-cpu", "--storage", "{storage}"), env={"NOVA_STORAGE_RETRY_S": "inf"}),
+    Row("retry-s-negative", "NOVA_STORAGE_RETRY_S='-5'", None, ("db", "upgrade", "--storage", "{storage}"), env={"NOVA_STORAGE_RETRY_S": "-5"}),
+    Row("heartbeat-text", "NOVA_HEARTBEAT_INTERVAL='abc': give a whole number", None, env={"NOVA_HEARTBEAT_INTERVAL": "abc"}),
+    Row("grace-zero", "NOVA_GRACE_PERIOD='0'", None, ("run", "{spec}", "--storage", "{storage}"), env={"NOVA_GRACE_PERIOD": "0"}),
+    Row("pool-one", "NOVA_DB_POOL_SIZE='1'", None, env={"NOVA_DB_POOL_SIZE": "1"}, pg=True),
+    # ---- issue 53: where the server logs go, nova's own variables, the export's free text
+    Row("artifacts-flag-fifo", "--artifacts-dir art: a FIFO (named pipe), not a folder", None, ("run", "{spec}", "--storage", "{storage}", "--artifacts-dir", "art"), prepare=_fifo_at("art")),
+    Row("artifacts-flag-esc", "--artifacts-dir: holds a control character (\\x1b)", None, ("worker", "tiny-cpu", "--storage", "{storage}", "--artifacts-dir", "a\x1b[2J")),
+    Row("artifacts-spec-fifo", "artifacts_dir: art is a FIFO (named pipe), not a folder", at("artifacts_dir", "art"), prepare=_fifo_at("art"), pg=True),
+    Row("env-ref-nova-storage", "env.DB: ${NOVA_STORAGE} is nova-search's own variable", at("engine.env", {"DB": "${NOVA_STORAGE}"}), pg=True),
+    Row("export-image-newline", "--image: the value holds a control character (\\n)", None, ("export", "tiny-cpu", "--storage", "{storage}", "--image", "img\n---\nkind: Pod")),
+    Row("export-model-esc", "--model: the value holds a control character (\\x1b)", None, ("export", "tiny-cpu", "--storage", "{storage}", "--model", "m\x1b]0;x\x07")),
 ]  # fmt: skip
 
 
@@ -321,7 +431,9 @@ class Outcome:
 
 def _nova(argv: list[str], cwd: Path, env: dict[str, str | None]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("NOVA_STORAGE", "NOVA_ENGINE_PYTHON")}
-    base.update(NOVA_STORAGE_RETRY_S="2", PYTHONPATH=str(REPO))
+    # an engine named (run refuses a spec with none before it opens the storage): each row's own input
+    # is what is refused; a row that removes it sees that refusal
+    base.update(NOVA_STORAGE_RETRY_S="2", PYTHONPATH=str(REPO), NOVA_ENGINE_PYTHON=sys.executable)
     for k, v in env.items():
         if v is None:
             base.pop(k, None)

@@ -13,6 +13,7 @@ import yaml
 from nova_search import schema
 from nova_search.testing.specs import minimal_spec_dict
 from tests.support.cli import nova, nova_ok
+from tests.support.contract import validate
 
 REFUSAL = (
     "chunked_prefill_budget: without chunked prefill, max_num_batched_tokens (256) must be >= "
@@ -62,6 +63,8 @@ def test_refused_configurations_do_not_use_up_the_budget_and_events_are_json(tmp
     # stdout holds the events only, one JSON object per line
     events = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     assert {e["schema_version"] for e in events} == {1}
+    for e in events:  # each line against the shipped events.schema.json, formats checked (issue 53)
+        validate(e, "events")
     kinds = [e["event"] for e in events]
     assert kinds.count("trial_started") == len(trials) and kinds.count("trial_ended") == len(trials)
     assert kinds.count("level_measured") == 2 * len(measured)  # two levels each

@@ -133,3 +133,21 @@ def test_with_torch_in_the_folder_the_variable_names_the_engine_is_built(tmp_pat
         timeout=60,
     )
     assert got.stdout.split() == ["2.13.0+cpu", "0.32.0"]
+
+
+def test_a_set_up_that_waits_on_another_says_so(tmp_path: Path) -> None:
+    """Another set-up holds the engine's lock (issue 53): this one says it waits, and for what, instead
+    of hanging silently; it goes on once the lock is let go."""
+    engine = tmp_path / "engine"
+    engine.mkdir()
+    (engine / ".nova-complete").touch()  # built: only the lock stands in the way
+    holder = subprocess.Popen(["flock", str(tmp_path / "engine.lock"), "sleep", "4"])
+    try:
+        time.sleep(0.5)  # the holder has the lock
+        r, took = run_setup(tmp_path, "")
+    finally:
+        holder.wait(timeout=30)
+    assert r.returncode == 0, r.stderr
+    waits = [line for line in r.stderr.splitlines() if "waiting for another set-up" in line]
+    assert len(waits) == 1 and f"{engine}.lock" in waits[0], r.stderr
+    assert "the other set-up is done" in r.stderr and took >= 3

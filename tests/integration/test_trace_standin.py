@@ -28,6 +28,7 @@ from nova_search.testing.specs import fake_spec_dict, minimal_spec_dict
 from nova_search.testing.standin import StandinServer
 from nova_search.trial.window import run_window
 from tests.support.cli import nova, nova_ok
+from tests.support.contract import check_text
 
 
 def _trace(tmp_path: Path, rows: list[dict[str, Any]]) -> str:
@@ -182,6 +183,12 @@ def test_a_study_on_a_trace_measures_its_speeds_and_every_reader_shows_the_trace
     assert "prompt tokens" in html and "requests per second over the trace" in html
     assert "What to deploy" in nova_ok("policy", "trace-study", "--storage", url)
     assert "trace-study" in nova_ok("status", "trace-study", "--storage", url)
+    # the send lag and the trace keep the JSON contract (check-jsonschema, formats checked)
+    dump = check_text("dump", nova_ok("dump", "trace-study", "--storage", url), tmp_path, "dump")
+    assert all(lv["send_lag_p99_ms"] is not None for t in dump["trials"] for lv in t["levels"])
+    check_text(
+        "status", nova_ok("status", "trace-study", "--storage", url, "--format", "json"), tmp_path, "s"
+    )
 
 
 def test_create_and_validate_refuse_a_bad_trace_by_its_line_before_anything_is_written(tmp_path) -> None:

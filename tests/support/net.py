@@ -67,3 +67,38 @@ class TcpProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+class SilentServer:
+    """A loopback TCP server that accepts every connection and never answers (a database server hung
+    after accept, a proxy in front of a dead one): a client waits until its own timeout."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = self._listener.getsockname()[1]
+        self._held: list[socket.socket] = []
+        self._running = True
+        self._listener.settimeout(0.05)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while self._running:
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._held.append(conn)  # held open, never read or written
+
+    def close(self) -> None:
+        self._running = False
+        self._listener.close()
+        for s in self._held:
+            s.close()
+
+    def __enter__(self) -> SilentServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -14,6 +14,7 @@ from optuna_dashboard import get_note
 
 from nova_search import schema
 from nova_search.artifacts import append_jsonl, request_rows, upload_files
+from nova_search.files import MAX_LOG_BYTES
 from nova_search.knobs import EngineConfig
 from nova_search.measure.records import RequestRecord
 from nova_search.report.dashboard.graphs import (
@@ -340,3 +341,22 @@ def test_upload_files_attaches_artifacts_to_the_running_trial(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="nova_search"):
         assert upload_files(t, Broken(), [tmp_path / "server.log"]) == {}
     assert "disk full" in caplog.text
+
+
+def test_a_log_over_the_cap_is_uploaded_capped_under_its_own_name(tmp_path):
+    """A leader's server still runs when its trial's files go up: its log is capped on the way (issue
+    53), head and tail kept, under its own name; the file itself is left to its server's stop."""
+    s = optuna.create_study()
+    t = s.ask()
+    (tmp_path / "store").mkdir()
+    store = FileSystemArtifactStore(tmp_path / "store")
+    log = tmp_path / "leader-server.log"
+    log.write_bytes(b"START\n" + b"x" * (MAX_LOG_BYTES + (3 << 20)) + b"\nEND\n")
+    ids = upload_files(t, store, [log])
+    back = tmp_path / "back"
+    download_artifact(artifact_store=store, artifact_id=ids["leader-server.log"], file_path=str(back))
+    data = back.read_bytes()
+    assert len(data) <= MAX_LOG_BYTES + 200 and data.startswith(b"START") and data.endswith(b"END\n")
+    assert b"bytes of this log left out" in data
+    assert {m.filename for m in get_all_artifact_meta(t, storage=s._storage)} == {"leader-server.log"}
+    assert log.stat().st_size > MAX_LOG_BYTES and not (tmp_path / ".nova-upload").exists()

@@ -18,7 +18,7 @@ import yaml
 from nova_search.analysis.verdict import PolicyRange, Verdict
 from nova_search.errors import NovaError, SpecError
 from nova_search.knobs import EngineConfig
-from nova_search.results.export import export_launch
+from nova_search.results.export import export_launch, export_study
 from nova_search.results.launch import (
     Launch,
     deployable,
@@ -143,6 +143,39 @@ def test_compose_and_k8s_are_deployable():
     assert {m["mountPath"] for m in c["volumeMounts"]} == {"/models", "/dev/shm"}
     one = list(yaml.safe_load_all(export_launch(trial(2, [level(4)]), "k8s")))[2]
     assert one["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+    # issue 53: a crashed server comes back (compose), a wedged one is restarted once started (k8s)
+    assert svc["restart"] == "unless-stopped"
+    assert c["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert c["livenessProbe"]["failureThreshold"] * c["livenessProbe"]["periodSeconds"] >= 120
+    assert c["startupProbe"]["httpGet"]["path"] == "/health"  # holds liveness off while the model loads
+
+
+def test_measurement_box_settings_are_said_in_the_header():
+    """A knob the study fixed for its machine (engine.defaults, not searched: 0.05 of a small CPU box's
+    memory), its extra_args, the cores it pinned and the env it set are named as measurement-box
+    settings in every format's header (issue 53); a searched knob is not; an env value never shows."""
+    argv = ("vllm", "serve", "/models/m", "--gpu-memory-utilization", "0.05", "--max-num-seqs", "16",
+            "--enforce-eager", "--host", "h", "--port", "1")  # fmt: skip
+    t = replace(trial(1, [level(4)]), argv=argv)
+    spec = {
+        "engine": {
+            "device": "cpu",
+            "defaults": {"gpu_memory_utilization": 0.05, "max_num_seqs": 16},
+            "extra_args": ["--enforce-eager"],
+            "cpus": [0, 1],
+            "env": {"VLLM_CPU_OMP_THREADS_BIND": "0-1", "HF_TOKEN": "${HF_TOKEN}"},
+        },
+        "space": {"max_num_seqs": {"low": 1, "high": 64}},
+    }
+    results = study(t, spec=spec)
+    for fmt in ("vllm", "compose", "k8s"):
+        exported = export_study(results, fmt, trial="1")
+        header = "".join(line for line in exported.text.splitlines(keepends=True) if line.startswith("#"))
+        assert "measurement-box setting: --gpu-memory-utilization 0.05 (on a CPU: the share of host" in header
+        assert "--max-num-seqs" not in header  # searched: the study's answer, not the box's
+        assert "measurement-box setting: --enforce-eager came from the study's engine.extra_args" in header
+        assert "pinned each server to cores [0, 1]" in header
+        assert "engine.env HF_TOKEN, VLLM_CPU_OMP_THREADS_BIND" in header and "${HF_TOKEN}" not in header
 
 
 def test_export_errors():

@@ -5,9 +5,12 @@ the one table every exit code comes from and docs/commands.md shows."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import sys
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import jsonschema
 import pytest
@@ -26,6 +29,7 @@ from nova_search.errors import (
     StorageError,
     StudyError,
 )
+from nova_search.report.progress import JsonReporter
 from nova_search.results import schemas
 from nova_search.results.deploy import deploy_answer
 from nova_search.results.schemas import OUTPUTS, BenchOutput, load, stale
@@ -33,15 +37,19 @@ from nova_search.results.select import best_trials
 from nova_search.results.serialize import best_output, dumps_json, policy_dict, study_dict
 from nova_search.results.speculation import verdict_of
 from nova_search.results.standing import status_output, study_status
+from nova_search.schema import WorkerTag
+from nova_search.trial.context import TrialEnd
 from nova_search.worker.node import INTERRUPTED
 from tests.support import REPO
 from tests.support.builders import full_report_study, level
+from tests.support.contract import validate
 
 
 def _valid(doc: object, name: str) -> dict:
-    """``doc`` as the CLI prints it, checked against the shipped schema; returns the parsed JSON."""
+    """``doc`` as the CLI prints it, checked against the shipped schema with format checks (a timestamp
+    is an RFC 3339 date-time, offset included); returns the parsed JSON."""
     parsed = json.loads(dumps_json(doc))
-    jsonschema.Draft202012Validator(load(name)).validate(parsed)
+    validate(parsed, name)
     return parsed
 
 
@@ -55,13 +63,76 @@ def test_the_shipped_schemas_are_current(monkeypatch, capsys) -> None:
     assert names == {f"{o.name}.schema.json" for o in OUTPUTS}  # no schema left over from a gone output
 
 
-def test_every_output_model_pins_its_schema_version() -> None:
+def _documents(schema: dict) -> list[dict]:
+    """The object(s) a document of ``schema`` is: its own, or each kind of a union (the events)."""
+    return (
+        [schema]
+        if "properties" in schema
+        else [schema["$defs"][r["$ref"].split("/")[-1]] for r in schema["oneOf"]]
+    )
+
+
+def test_every_schema_requires_its_fixed_schema_version() -> None:
     for o in OUTPUTS:
         schema = load(o.name)
-        assert "schema_version" in schema["required"] or "schema_version" in schema["properties"], o.name
-        version = schema["properties"]["schema_version"]
-        assert version.get("const", version.get("default")) == o.version, o.name
+        for doc in _documents(schema):
+            assert "schema_version" in doc["required"], o.name
+            assert doc["properties"]["schema_version"]["const"] == o.version, o.name
         assert f"schema_version {o.version}" in schema["title"]
+    answer = deploy_answer(full_report_study(), verdict_of(full_report_study())).as_json()
+    for name in ("deploy", "policy"):  # the deploy answer's version is fixed too, in both its outputs
+        with pytest.raises(jsonschema.ValidationError, match="schema_version"):
+            validate({k: v for k, v in answer.items() if k != "schema_version"}, name)
+        with pytest.raises(jsonschema.ValidationError):
+            validate(answer | {"schema_version": 2}, name)
+
+
+def _objects(schema: object) -> list[dict]:
+    """Every object schema inside ``schema``."""
+    if isinstance(schema, list):
+        return [o for v in schema for o in _objects(v)]
+    if not isinstance(schema, dict):
+        return []
+    here = [schema] if schema.get("type") == "object" else []
+    return here + [o for v in schema.values() for o in _objects(v)]
+
+
+def test_the_schemas_keep_the_version_policy_new_keys_are_allowed() -> None:
+    """docs/json.md: a key may be added within a version, so no schema forbids a key it does not name
+    (a consumer validating against its version's schema keeps working), at the top or inside."""
+    policy = (REPO / "docs" / "json.md").read_text()
+    assert "A new key may be added within a version" in policy
+    for o in OUTPUTS:
+        schema = load(o.name)
+        assert all(obj.get("additionalProperties", True) is not False for obj in _objects(schema)), o.name
+    results = full_report_study()
+    dump = json.loads(dumps_json(study_dict(results)))
+    dump["added_later"] = 1
+    dump["trials"][0]["added_later"] = {"x": 1}
+    validate(dump, "dump")
+
+
+def test_timestamps_are_utc_with_their_offset() -> None:
+    """Optuna records naive local times; every JSON output writes them in UTC with the offset, which a
+    format-checking validator takes for an RFC 3339 date-time (a naive one is refused)."""
+    results = full_report_study()
+    naive = datetime(2026, 12, 5, 20, 26, 26, 925534)
+    t0 = replace(results.trials[0], datetime_start=naive, datetime_complete=naive + timedelta(seconds=3))
+    results = replace(results, trials=(t0, *results.trials[1:]))
+    dump = _valid(study_dict(results), "dump")
+    start = datetime.fromisoformat(dump["trials"][0]["datetime_start"])
+    assert start.utcoffset() == timedelta(0) and start == naive.astimezone(UTC)
+    assert dumps_json({"at": naive}) == json.dumps({"at": naive.astimezone(UTC).isoformat()}, indent=2)
+    t0 = replace(t0, worker=WorkerTag(host="node-a", gpus=(0,), pid=1))
+    st = study_status(
+        replace(results, trials=(t0,)), now=naive + timedelta(seconds=60), alive=lambda h, p: None
+    )
+    answer = deploy_answer(results, verdict_of(results))
+    status = _valid(status_output(st, answer).model_dump(mode="json"), "status")
+    (seen,) = status["workers"]
+    assert datetime.fromisoformat(seen["last_seen"]) == (naive + timedelta(seconds=3)).astimezone(UTC)
+    with pytest.raises(jsonschema.ValidationError, match="date-time"):
+        validate(dump | {"trials": [dump["trials"][0] | {"datetime_start": naive.isoformat()}]}, "dump")
 
 
 def test_every_read_output_validates_against_its_shipped_schema() -> None:
@@ -162,3 +233,25 @@ def test_docs_show_the_table() -> None:
     section = text[text.index("## Exit codes") :]
     rows = dict(re.findall(r"^\| (\d+) \| ([A-Z_]+) \|", section, flags=re.M))
     assert rows == {str(int(c)): c.name for c in ExitCode}
+
+
+def test_every_event_line_validates_against_the_events_schema() -> None:
+    """The worker's event stream (--log-format json): every kind of line, as JsonReporter writes it,
+    validates against events.schema.json with format checks (its time is UTC with the offset)."""
+    out = io.StringIO()
+    r = JsonReporter(out, "s")
+    r.budget(1, 4, 0)
+    r.trial_started(0, "x", {"max_num_seqs": 8, "speculative": None})
+    r.level_measured(0, level(4))
+    r.trial_finished(TrialEnd(0, "COMPLETE", "ok", values=(1.5, float("nan")), feasible=True))
+    r.trial_finished(TrialEnd(1, "PRUNED", "incompatible: x", reason="incompatible", launched=False))
+    r.waiting(2)
+    r.exited(2)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["event"] for e in lines] == [
+        "trial_started", "level_measured", "trial_ended", "trial_ended", "worker_waiting", "worker_exited"
+    ]  # fmt: skip
+    for line in lines:
+        validate(line, "events")
+    with pytest.raises(jsonschema.ValidationError):
+        validate(lines[0] | {"event": "trial_exploded"}, "events")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import optuna
 import pytest
@@ -205,7 +205,11 @@ def test_trial_dict_is_json_ready(results):
     assert d["deployable_argv"][-2:] == ["--max-num-seqs", "16"]
     assert "--port" in d["argv"] and "--port" not in d["deployable_argv"]
     assert d["config"]["max_num_seqs"] == 16 and d["key"] == "1"
-    assert json.loads(dumps_json({"x": float("inf"), "t": T0})) == {"x": None, "t": T0.isoformat()}
+    # a naive (local) time is written in UTC, with its offset
+    assert json.loads(dumps_json({"x": float("inf"), "t": T0})) == {
+        "x": None,
+        "t": T0.astimezone(UTC).isoformat(),
+    }
 
 
 def test_study_dict_has_a_schema_version(results):

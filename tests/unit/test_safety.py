@@ -119,6 +119,13 @@ def test_safe_study_names_pass(name):
             "postgresql://db/nova?application_name=x&auth_token=***",
         ),
         ("sqlite:///nova.db", "sqlite:///nova.db"),
+        # issue 53: options carries server settings (a password among them), an unknown one anything
+        (
+            "postgresql+psycopg://nova@db/nova?options=-c%20password%3Dhunter2&connect_timeout=5",
+            "postgresql+psycopg://nova@db/nova?connect_timeout=5&options=***",
+        ),
+        ("postgresql://db/nova?bogus=hunter2", "postgresql://db/nova?bogus=***"),
+        ("sqlite:///nova.db?timeout=30", "sqlite:///nova.db?timeout=30"),
     ],
 )
 def test_the_storage_url_is_masked_in_its_password_and_its_secret_query_parameters(url, shown):
@@ -335,6 +342,66 @@ def test_every_spelling_the_guard_refuses_is_one_the_real_vllm_reads(engine_pyth
         raw = minimal_spec_dict()
         raw["engine"]["extra_args"] = args
         with pytest.raises(SpecError, match=r"extra_args.0: "):
+            parse_spec(raw)
+
+
+#: spellings of the flags that say what a server serves and on how many GPUs (issue 53): the model,
+#: the served name, tensor/pipeline/data parallel sizes, in their long, short, ``_``, ``=`` and
+#: abbreviated forms
+OWN_SPELLINGS = [
+    ["--served-model-name", "X9"],
+    ["--served_model_name=X9"],
+    ["--served-model", "X9"],
+    ["--model=X9"],
+    ["-tp", "2"],
+    ["-tp=2"],
+    ["-t", "2"],
+    ["--tensor-parallel", "2"],
+    ["--tensor_parallel_size=2"],
+    ["-pp", "2"],
+    ["--pipeline-parallel-size=2"],
+    ["-dp", "2"],
+    ["--data_parallel_size", "2"],
+]
+VLLM_READS_OWN = """
+import json, sys
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+try:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+except ImportError:
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+parser = make_arg_parser(FlexibleArgumentParser())
+out = []
+for args in json.loads(sys.argv[1]):
+    try:
+        ns = parser.parse_args(["--model", "m", *args])
+    except SystemExit:
+        out.append(None)
+        continue
+    out.append([ns.model == "X9", ns.served_model_name == ["X9"], ns.tensor_parallel_size == 2,
+                ns.pipeline_parallel_size == 2, ns.data_parallel_size == 2])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.engine
+def test_every_spelling_of_novas_own_flags_is_one_the_real_vllm_reads_and_is_refused(engine_python):
+    """Issue 53's guard, checked against the installed vLLM: each spelling replaces nova's model, served
+    name or a GPU count there (vLLM takes the last value given), and the spec refuses each one."""
+    import json
+    import subprocess
+
+    r = subprocess.run(
+        [engine_python, "-c", VLLM_READS_OWN, json.dumps(OWN_SPELLINGS)], capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    reads = json.loads(r.stdout.strip().splitlines()[-1])
+    for args, read in zip(OWN_SPELLINGS, reads, strict=True):
+        assert read is not None and any(read), (args, read)
+        raw = minimal_spec_dict()
+        raw["engine"]["extra_args"] = args
+        with pytest.raises(SpecError, match=r"extra_args.0: extra_args must not set"):
             parse_spec(raw)
 
 

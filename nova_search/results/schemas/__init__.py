@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from nova_search.results.deploy import DEPLOY_SCHEMA_VERSION, DeployAnswer
 from nova_search.results.model import OutputModel
+from nova_search.results.schemas.events import EVENTS_SCHEMA_VERSION, WorkerEvent
 from nova_search.results.serialize import (
     BEST_SCHEMA_VERSION,
     DUMP_SCHEMA_VERSION,
@@ -66,16 +67,47 @@ OUTPUTS = (
     Output("policy", "nova-search policy STUDY --format json", PolicyOutput, DEPLOY_SCHEMA_VERSION),
     Output("deploy", "the study attribute nova:deploy (policy --write)", DeployAnswer, DEPLOY_SCHEMA_VERSION),
     Output("bench", "nova-search bench ... --format json", BenchOutput, BENCH_SCHEMA_VERSION),
+    Output(
+        "events",
+        "one line of nova-search run/worker/node --log-format json",
+        WorkerEvent,
+        EVENTS_SCHEMA_VERSION,
+    ),
 )
 
 
 def schema_of(output: Output) -> dict[str, Any]:
-    """The JSON Schema of an output (draft 2020-12, as pydantic writes it), titled and versioned."""
-    schema = output.model.model_json_schema(mode="serialization")
+    """The JSON Schema of an output (draft 2020-12, as pydantic writes it), titled and versioned:
+    ``schema_version`` required and fixed to the output's version (``const``), and keys the model does
+    not name allowed (``open_objects``): docs/json.md's version policy adds keys within a version, and
+    a consumer that validates against its version's schema must keep working."""
+    schema = open_objects(output.model.model_json_schema(mode="serialization"))
+    # the document's object: the model's own, or each kind of a union (the events)
+    objects = [schema] if "properties" in schema else list(schema.get("$defs", {}).values())
+    versioned = [o for o in objects if "schema_version" in o.get("properties", {})]
+    if not versioned:
+        raise ValueError(f"{output.name}: no schema_version")
+    for obj in versioned:
+        if obj["properties"]["schema_version"].get("const") != output.version:
+            raise ValueError(f"{output.name}: schema_version must be a Literal[{output.version}]")
+        obj["required"] = ["schema_version", *(k for k in obj.get("required", ()) if k != "schema_version")]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"{output.command} (schema_version {output.version})",
     } | {k: v for k, v in schema.items() if k != "title"}
+
+
+def open_objects(schema: Any) -> Any:
+    """``schema`` without ``additionalProperties: false`` anywhere (the models' ``extra="forbid"`` is
+    for the code that builds them, not for the readers of their JSON); a mapping's value schema
+    (``additionalProperties: {...}``) stays."""
+    if isinstance(schema, dict):
+        return {
+            k: open_objects(v) for k, v in schema.items() if not (k == "additionalProperties" and v is False)
+        }
+    if isinstance(schema, list):
+        return [open_objects(v) for v in schema]
+    return schema
 
 
 def rendered(output: Output) -> str:
