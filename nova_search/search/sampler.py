@@ -47,6 +47,7 @@ import importlib.util
 import math
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -316,6 +317,61 @@ def _study_distributions(study: optuna.Study) -> dict[str, BaseDistribution]:
     return out
 
 
+@dataclass(frozen=True)
+class TpeSettings:
+    """nova's TPE (``make_sampler`` for ``sampler.name: tpe``): Optuna's ``TPESampler`` settings and
+    ``NovaSampler``'s, in one record, so that ``benchmarks/sampler_eval`` can replay others."""
+
+    n_startup_trials: int = 3
+    n_ei_candidates: int = 24
+    multivariate: bool = True
+    group: bool = True
+    constant_liar: bool = True
+    #: Optuna 5 deprecates these TPE arguments (removed in 6.0); None keeps Optuna's default, unsaid
+    prior_weight: float | None = None
+    consider_endpoints: bool | None = None
+    #: the share of the trials TPE models as good (Optuna's ``gamma``: 10 %, at most 25 trials)
+    gamma_share: float | None = None
+    #: NovaSampler: candidates the spread-out start chooses among, proposals drawn again on a repeat
+    spread: int = 16
+    tries: int = 8
+
+
+def nova_tpe(seed: int | None, settings: TpeSettings | None = None) -> NovaSampler:
+    """nova's TPE: ``NovaSampler`` around Optuna's ``TPESampler`` with ``settings``."""
+    s = settings or TpeSettings()
+    deprecated: dict[str, Any] = {}
+    if s.prior_weight is not None:
+        deprecated["prior_weight"] = s.prior_weight
+    if s.consider_endpoints is not None:
+        deprecated["consider_endpoints"] = s.consider_endpoints
+    if s.gamma_share is not None:
+        deprecated["gamma"] = _Gamma(s.gamma_share)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        base = optuna.samplers.TPESampler(
+            multivariate=s.multivariate,
+            group=s.group,
+            constant_liar=s.constant_liar,
+            seed=seed,
+            n_startup_trials=s.n_startup_trials,
+            n_ei_candidates=s.n_ei_candidates,
+            **deprecated,
+        )
+    return NovaSampler(base, seed=seed, tries=s.tries, spread=s.spread)
+
+
+@dataclass(frozen=True)
+class _Gamma:
+    """TPE's good trials: ``share`` of them, at least one, at most 25 (Optuna's cap)."""
+
+    share: float
+
+    def __call__(self, n: int) -> int:
+        return min(max(1, math.ceil(self.share * n)), 25)
+
+
 #: the one parameter a worker's slot constrains (``search.placement``)
 TP = "tensor_parallel_size"
 
@@ -328,12 +384,7 @@ def make_sampler(spec: StudySpec) -> optuna.samplers.BaseSampler:
         # a model-based sampler sees lists of numbers in order, never proposes a configuration the
         # study already has, and starts spread out (this module; benchmarks/sampler_replay.py)
         if name == "tpe":
-            return NovaSampler(
-                optuna.samplers.TPESampler(
-                    multivariate=True, group=True, constant_liar=True, seed=seed, n_startup_trials=3
-                ),
-                seed=seed,
-            )
+            return nova_tpe(seed)
         if name == "gp":
             if importlib.util.find_spec("torch") is None:  # Optuna's GPSampler needs it, at its first draw
                 raise SpecError(
