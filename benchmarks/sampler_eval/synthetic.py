@@ -124,9 +124,10 @@ class _Server:
         self.tail = u(1.5, 3.0)
         self.accept = {"ngram": u(0.15, 0.75), "eagle3": u(0.45, 0.85)}
         self.draft_cost = {"ngram": u(0.0, 0.02), "eagle3": u(0.03, 0.12)}
-        self.graph_oom = rng.random() < 0.4
-        self.eagle_no_fp8 = rng.random() < 0.5
         gmu = space.get("gpu_memory_utilization", {}).get("choices")
+        # a GPU's corner: the largest batch at the highest utilisation, where that is searched
+        self.graph_oom = rng.random() < 0.4 and gmu is not None
+        self.eagle_no_fp8 = rng.random() < 0.5
         self.top = (max(seqs), max(gmu) if gmu else None)
 
     def measure(self, config: EngineConfig) -> tuple[str | None, float, float]:

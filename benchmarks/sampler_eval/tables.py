@@ -93,6 +93,12 @@ class Table:
         return parse_spec(raw)
 
     @cached_property
+    def searched(self) -> set[str]:
+        """The parameters the table's configurations differ in."""
+        names = {k for e in self.entries for k in e.params}
+        return {k for k in names if len({json.dumps(e.params.get(k)) for e in self.entries}) > 1}
+
+    @cached_property
     def by_key(self) -> dict[str, Entry]:
         return {key(e.params): e for e in self.entries}
 
