@@ -2,6 +2,8 @@
 the baselines.
 
 - ``nova``: ``search.sampler.make_sampler`` for ``sampler.name: tpe`` (what a worker runs);
+- ``nova_before``: nova's sampler as it was before issue 55 (``variant("local=false norules")``: no
+  steps from the best, no rule check);
 - ``optuna_default``: ``TPESampler(seed=...)``, Optuna's defaults (10 random start-up trials,
   independent sampling);
 - ``random``: Optuna's ``RandomSampler``, replayed (the results table quotes random search's exact
@@ -52,12 +54,15 @@ def gp(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None]:
     return make_sampler(gp_spec), None
 
 
-BASELINES: dict[str, Factory] = {"random": plain_random, "optuna_default": optuna_default}
-
-
 def registry() -> dict[str, Factory]:
-    """Every sampler by name: nova's, the baselines, GP where PyTorch is installed."""
-    out: dict[str, Factory] = {"nova": nova, **BASELINES}
+    """Every sampler by name: nova's, nova's before issue 55 (no steps from the best, no rule check),
+    the baselines, GP where PyTorch and SciPy are installed."""
+    out: dict[str, Factory] = {
+        "nova": nova,
+        "nova_before": variant("local=false norules"),
+        "random": plain_random,
+        "optuna_default": optuna_default,
+    }
     if all(importlib.util.find_spec(m) is not None for m in ("torch", "scipy")):
         out["gp"] = gp
     return out
