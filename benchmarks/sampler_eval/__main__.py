@@ -162,7 +162,7 @@ def verdict(row: dict[str, Any], table: Table) -> str:
 def run(args: argparse.Namespace) -> None:
     _SPLIT_CHOSEN[0] = args.split
     started = time.monotonic()
-    tables = _load(args.split)
+    tables = [t for t in _load(args.split) if t.name.startswith(args.only)]
     held = set(read_split()["held_out"])
     names = ["nova", *REPLAYED, *(["gp"] if args.gp else [])]
     results = evaluate(tables, names, args.seeds, args.cap, args.jobs)
@@ -313,7 +313,8 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--seeds", type=int, default=40)
     r.add_argument("--cap", type=int, default=100, help="trials a seed at most")
     r.add_argument("--jobs", type=int, default=1, help="processes")
-    r.add_argument("--gp", action="store_true", help="also nova around Optuna's GPSampler (needs PyTorch)")
+    r.add_argument("--gp", action="store_true", help="also nova around Optuna's GPSampler (PyTorch, SciPy)")
+    r.add_argument("--only", default="", help="the tables whose name starts so (e.g. cpu-grid/)")
     r.add_argument("--out", type=Path, default=OUT)
     t = sub.add_parser("tune", help="replay variants of nova's sampler on the training split")
     t.add_argument("--variant", action="append", required=True, help="settings, e.g. 'spread=1' (repeat)")
