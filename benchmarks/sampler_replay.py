@@ -20,7 +20,7 @@ first configuration within ``--within`` of the best mean (a seed that never gets
 ``--trials`` + 1), and how many of them were refused or repeated an earlier configuration. The medians
 over seeds go to ``summary.json`` as ``{"tpe": {"median_trials": N, ...}, "random": {...}, ...}``.
 
-The samplers: ``tpe`` (``study.make_sampler``, what a worker runs: ``sampling.NovaSampler`` around
+The samplers: ``tpe`` (``search.sampler.make_sampler``, what a worker runs: ``NovaSampler`` around
 TPE), ``tpe_startup_2`` and ``tpe_startup_4`` (the same with 2 or 4 random start-up trials instead
 of 3), ``tpe_before`` (the TPE settings alone, as make_sampler had them before), the same with
 refused configurations told FAIL (as nova told failed boots before), ``random``, Optuna's default
@@ -181,7 +181,8 @@ def landscape(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def make_samplers(spec: StudySpec) -> dict[str, tuple[Callable[[int], optuna.samplers.BaseSampler], str]]:
     """Name -> (seed -> sampler, how a refused configuration is told: PRUNED as nova does, or FAIL)."""
-    from nova_search.search.sampler import NovaSampler, make_sampler
+    from nova_search.search.refusals import RuleCheck
+    from nova_search.search.sampler import TpeSettings, make_sampler, nova_tpe
 
     def nova(seed: int) -> optuna.samplers.BaseSampler:
         return make_sampler(
@@ -196,9 +197,10 @@ def make_samplers(spec: StudySpec) -> dict[str, tuple[Callable[[int], optuna.sam
 
     def nova_startup(startup: int) -> Callable[[int], optuna.samplers.BaseSampler]:
         # nova's sampler with another number of random start-up trials (make_sampler has 3)
-        return lambda seed: NovaSampler(tpe(startup)(seed), seed=seed)
+        settings = TpeSettings(n_startup_trials=startup)
+        return lambda seed: nova_tpe(seed, settings, RuleCheck(spec))
 
-    # what make_sampler returned before sampling.NovaSampler: the issue's "today's settings"
+    # what make_sampler returned before NovaSampler: the issue's "today's settings"
     tpe_before = tpe(4)
 
     return {

@@ -181,4 +181,18 @@ def incompatibilities(config: EngineConfig, facts: Facts) -> list[str]:
     return [f"{r.name}: {reason}" for r in RULES if (reason := r.check(config, facts))]
 
 
+#: the rules that read nothing of the host or the model: what the spec alone decides (a max_model_len
+#: the spec does not set is the model's, a fact, and then the chunked-prefill rule says nothing)
+SPEC_RULES = frozenset({"chunked_prefill_budget", "ngram_window", "dflash_triton_backend"})
+
+
+def spec_incompatibilities(config: EngineConfig) -> list[str]:
+    """``incompatibilities`` by the rules that need no facts (``SPEC_RULES``): for a sampler that has
+    not been given the host's (``search.refusals``)."""
+    facts = Facts()
+    return [
+        f"{r.name}: {reason}" for r in RULES if r.name in SPEC_RULES and (reason := r.check(config, facts))
+    ]
+
+
 # ---------------------------------------------------------------- sampling

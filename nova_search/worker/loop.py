@@ -57,7 +57,7 @@ from nova_search.loadgen.prompts import prompt_source
 from nova_search.loadgen.replay import read_checked
 from nova_search.search.host import host_facts
 from nova_search.search.placement import Placement, place, queued_gpus
-from nova_search.search.sampler import FittingSampler
+from nova_search.search.sampler import FittingSampler, use_facts
 from nova_search.spec import StudySpec
 from nova_search.trial.context import NullReporter, Reporter, TrialContext
 from nova_search.trial.failure import HostFailure
@@ -134,6 +134,7 @@ def run_worker(study: optuna.Study, spec: StudySpec, opts: WorkerOptions) -> int
     if placement.fitting is not None:  # tensor_parallel_size is drawn only among what fits a slot
         study.sampler = FittingSampler(study.sampler, placement.fitting)
     facts = replace(host_facts(spec, opts.gpus), gpu_count=placement.size)
+    use_facts(study.sampler, facts)  # the sampler proposes nothing the rules refuse on this host
     artifacts_root = Path(opts.artifacts_dir or spec.artifacts_dir)
     base = TrialContext(
         stage=stage,

@@ -131,9 +131,10 @@ def test_a_repeat_is_every_parameter_of_an_earlier_trial_with_the_same_value() -
 
 def test_random_and_nsga2_are_only_seeded_per_trial_and_tpe_and_gp_are_wrapped() -> None:
     assert isinstance(make_sampler(_spec("tpe")), NovaSampler)
-    if importlib.util.find_spec("torch") is not None:
+    if all(importlib.util.find_spec(m) is not None for m in ("torch", "scipy")):
         assert isinstance(make_sampler(_spec("gp")), NovaSampler)
-    else:  # Optuna's GPSampler needs PyTorch, not a dependency of nova: a clear error, not a crash later
+    else:  # Optuna's GPSampler needs PyTorch and SciPy, not dependencies of nova: a clear error, not a
+        # crash at the first draw
         with pytest.raises(SpecError, match=r"sampler.name: gp needs PyTorch.*use tpe, nsga2 or random"):
             make_sampler(_spec("gp"))
     # random and nsga2: only seeded per trial (issue 40), no other change

@@ -1,0 +1,334 @@
+"""The sampler's evaluation set, in one command (issue 55).
+
+    .venv/bin/python -m benchmarks.sampler_eval run [--split held-out] [--seeds 40] [--jobs 2]
+
+replays nova's sampler and the baselines on every table of the split and writes
+``benchmarks/results/sampler-eval/results.json`` and ``table.md`` (one row a table: random's,
+random-without-repeats', Optuna's default TPE's and nova's median trials to within 5 % of the best,
+the spread over seeds, nova's to within 10 %, nova over random, and whether it meets half of random's
+or why not). ``tune`` replays variants of nova's sampler on the training split only (few seeds) and
+prints one line each; ``split`` prints the committed split, or draws it (``--write``: once, before any
+tuning; it is committed in ``split.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from benchmarks.sampler_eval.baselines import reference
+from benchmarks.sampler_eval.replay import replay, summarize
+from benchmarks.sampler_eval.samplers import registry, variant
+from benchmarks.sampler_eval.synthetic import generate
+from benchmarks.sampler_eval.tables import RESULTS, Table, cpu_grid_tables, study_tables
+
+HERE = Path(__file__).resolve().parent
+SPLIT = HERE / "split.json"
+OUT = RESULTS / "sampler-eval"
+#: synthetic tables: seeds 0 to SYNTHETIC - 1
+SYNTHETIC = 48
+#: the share of random's median trials nova must reach (the issue's goal)
+GOAL = 0.5
+#: the replayed samplers besides nova (random search's figures are exact: ``baselines``)
+REPLAYED = ("nova_before", "optuna_default")
+
+
+def all_tables() -> list[Table]:
+    return [*cpu_grid_tables(), *study_tables(), *(generate(s) for s in range(SYNTHETIC))]
+
+
+def draw_split(tables: list[Table]) -> dict[str, list[str]]:
+    """Half of each family's sources held out, by a seeded draw: the CPU grid's objectives (its
+    throughput stays in training: the sampler was tuned on it before, so it cannot be held out), the
+    recorded studies of a whole space (joint), those of drafters alone (speculative), the synthetic
+    surfaces."""
+    rng = random.Random("nova-sampler-eval-split")
+    out: dict[str, list[str]] = {"train": [], "held_out": []}
+    families: dict[str, list[str]] = {}
+    for t in tables:
+        family = t.source.split("/")[0] + (f"-{t.stage}" if t.kind == "partial" else "")
+        if t.source not in families.setdefault(family, []):
+            families[family].append(t.source)
+    for sources in families.values():
+        pool = [s for s in sources if s != "cpu-grid/output_throughput@32"]
+        rng.shuffle(pool)
+        held = sorted(pool[: len(sources) // 2])
+        out["held_out"] += held
+        out["train"] += sorted(s for s in sources if s not in held)
+    return out
+
+
+def read_split() -> dict[str, list[str]]:
+    return json.loads(SPLIT.read_text())
+
+
+def pick(tables: list[Table], split: str) -> list[Table]:
+    known = read_split()
+    sources = {s for part in known.values() for s in part}
+    unknown = sorted({t.source for t in tables} - sources)
+    if unknown:
+        raise SystemExit(
+            f"split.json: no split for {', '.join(unknown)}; the split is drawn once (split --write)"
+        )
+    if split == "all":
+        return tables
+    keep = set(known["held_out" if split == "held-out" else "train"])
+    return [t for t in tables if t.source in keep]
+
+
+def _job(args: tuple[str, str, int, int, str | None]) -> tuple[str, str, list[Any]]:
+    """One table and one sampler over ``seeds`` seeds (a process of the pool)."""
+    warnings.simplefilter("ignore")
+    table_name, sampler_name, seeds, cap, variant_text = args
+    table = _TABLES[table_name]
+    make = variant(variant_text) if variant_text else registry()[sampler_name]
+    runs = []
+    for seed in range(seeds):
+        sampler, order = make(table, seed)
+        runs.append(replay(table, sampler, cap, order))
+    return table_name, variant_text or sampler_name, runs
+
+
+_TABLES: dict[str, Table] = {}
+
+
+def _load(split: str) -> list[Table]:
+    tables = pick(all_tables(), split)
+    _TABLES.update({t.name: t for t in tables})
+    return tables
+
+
+def evaluate(
+    tables: list[Table], names: list[str], seeds: int, cap: int, jobs: int, variant: bool = False
+) -> dict[str, dict[str, Any]]:
+    """Per table, per sampler: ``replay.summarize`` over the seeds."""
+    work = [(t.name, n, seeds, cap, n if variant else None) for t in tables for n in names]
+    out: dict[str, dict[str, Any]] = {t.name: {} for t in tables}
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, initializer=_load, initargs=(_SPLIT_CHOSEN[0],)) as pool:
+            done = list(pool.map(_job, work, chunksize=1))
+    else:
+        done = [_job(w) for w in work]
+    for table_name, name, runs in done:
+        out[table_name][name] = summarize(runs, cap)
+    return out
+
+
+_SPLIT_CHOSEN = ["held-out"]
+
+
+def _reference(table_name: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    plain, no_repeat = reference(_TABLES[table_name])
+    return table_name, plain.as_dict(), no_repeat.as_dict()
+
+
+def references(tables: list[Table], jobs: int) -> dict[str, dict[str, Any]]:
+    """Per table: random search's and random search without repeats' figures (``baselines``)."""
+    names = [t.name for t in tables]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, initializer=_load, initargs=(_SPLIT_CHOSEN[0],)) as pool:
+            done = list(pool.map(_reference, names, chunksize=1))
+    else:
+        done = [_reference(n) for n in names]
+    return {n: {"random": plain, "random_no_repeat": no_repeat} for n, plain, no_repeat in done}
+
+
+def verdict(row: dict[str, Any], table: Table) -> str:
+    """Whether nova needs at most half of random's median trials to within 5 %, or why not."""
+    nova, rand = row["nova"]["median_5"], row["random"]["median_5"]
+    if nova <= GOAL * rand:
+        return "met"
+    if rand <= 2:
+        return f"cannot: random needs {rand:g}; half of it is one trial or fewer"
+    if len(table.searched) == 1:
+        return (
+            f"cannot: one parameter, nothing to learn between its values; without repeats "
+            f"{row['random_no_repeat']['median_5']:g} is the best an order can do"
+        )
+    return f"missed: {nova / rand:.2f}x random"
+
+
+def run(args: argparse.Namespace) -> None:
+    _SPLIT_CHOSEN[0] = args.split
+    started = time.monotonic()
+    tables = [t for t in _load(args.split) if t.name.startswith(args.only)]
+    held = set(read_split()["held_out"])
+    names = ["nova", *REPLAYED, *(["gp"] if args.gp else [])]
+    results = evaluate(tables, names, args.seeds, args.cap, args.jobs)
+    exact = references(tables, args.jobs)
+    rows = []
+    for t in tables:
+        row = {"table": t.name, "split": "held-out" if t.source in held else "train", "kind": t.kind}
+        row.update({"direction": t.direction, "note": t.note, **t.census()})
+        row.update(exact[t.name])
+        row.update(results[t.name])
+        row["nova_over_random"] = round(row["nova"]["median_5"] / row["random"]["median_5"], 3)
+        row["verdict"] = verdict(row, t)
+        rows.append(row)
+    elapsed = time.monotonic() - started
+    report = {
+        "seeds": args.seeds,
+        "cap": args.cap,
+        "elapsed_s": round(elapsed),
+        "samplers": names,
+        "splits": {s: standing([r for r in rows if r["split"] == s], names) for s in ("held-out", "train")},
+        "rows": rows,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(report, separators=(",", ":")) + "\n")
+    (args.out / "table.md").write_text(markdown(report))
+    print(markdown(report))
+    print(f"{len(rows)} tables, {args.seeds} seeds, {elapsed:.0f} s; wrote {args.out}")
+
+
+def standing(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """A split's figures: tables where nova meets the goal, those where it cannot; and for each
+    replayed sampler, over the tables where random needs more than 2 trials, how many it meets and
+    its median over random's as a geometric mean."""
+    hard = [r for r in rows if r["random"]["median_5"] > 2]
+    out: dict[str, Any] = {
+        "tables": len(rows),
+        "met": sum(r["verdict"] == "met" for r in rows),
+        "cannot": sum(r["verdict"].startswith("cannot") for r in rows),
+        "random_over_2": len(hard),
+    }
+    for name in names:
+        ratios = [r[name]["median_5"] / r["random"]["median_5"] for r in hard]
+        out[name] = {
+            "met_where_random_over_2": sum(x <= GOAL for x in ratios),
+            "geo_over_random": round(math.exp(statistics.fmean(math.log(x) for x in ratios)), 3)
+            if ratios
+            else None,
+        }
+    return out
+
+
+def _cell(s: dict[str, Any], which: str = "5") -> str:
+    q = s[f"iqr_{which}"]
+    return f"{s[f'median_{which}']:g} [{q[0]:g}-{q[1]:g}]"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    gp = "gp" in report["samplers"]
+    lines = [
+        f"{report['seeds']} seeds a replayed sampler, at most {report['cap']} trials a seed "
+        f"({report['elapsed_s']} s). Median trials to within 5 % of the best [interquartile range over "
+        "seeds]; random search's are exact (geometric), without repeats simulated (4000 orders).",
+    ]
+    for split in ("held-out", "train"):
+        rows = [r for r in report["rows"] if r["split"] == split]
+        if not rows:
+            continue
+        st = report["splits"][split]
+        lines += [
+            "",
+            f"## {split} ({st['tables']} tables)",
+            "",
+            f"nova at most {GOAL:g}x random's median on {st['met']} of {st['tables']} tables; "
+            f"{st['cannot']} cannot (the verdicts say why). Where random needs more than 2 trials "
+            f"({st['random_over_2']} tables), each sampler's median over random's, as a geometric mean, "
+            "and the tables where it is at most half: "
+            + "; ".join(
+                f"{n} {st[n]['geo_over_random']} ({st[n]['met_where_random_over_2']})"
+                for n in report["samplers"]
+            )
+            + ".",
+            "",
+            "| table | configurations (runnable, within 5 %) | random | random, no repeats "
+            + "| Optuna default TPE | nova before"
+            + (" | nova around GP" if gp else "")
+            + " | nova | within 10 %: random, nova | nova / random | verdict |",
+            "|---|---|---|---|---|---|" + ("---|" if gp else "") + "---|---|---|---|",
+        ]
+        for r in rows:
+            lines.append(
+                f"| {r['table']} | {r['configurations']} ({r['launchable']}, {r['within_5']}) "
+                f"| {_cell(r['random'])} | {_cell(r['random_no_repeat'])} | {_cell(r['optuna_default'])} "
+                f"| {_cell(r['nova_before'])} "
+                + (f"| {_cell(r['gp'])} " if gp else "")
+                + f"| {_cell(r['nova'])} | {r['random']['median_10']:g}, {_cell(r['nova'], '10')} "
+                f"| {r['nova_over_random']:.2f} | {r['verdict']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def tune(args: argparse.Namespace) -> None:
+    """Variants of nova's sampler on the training split: per variant, the geometric mean over the
+    tables of its median trials over random's, and the tables where it is at most half of random's."""
+    _SPLIT_CHOSEN[0] = "train"
+    tables = _load("train")
+    names = args.variant
+    base = references(tables, args.jobs)
+    results = evaluate(tables, names, args.seeds, args.cap, args.jobs, variant=True)
+    # where random needs more than 2 trials (elsewhere half of random's is under one trial)
+    hard = [t for t in tables if base[t.name]["random"]["median_5"] > 2]
+    lines = {}
+    for n in names:
+        ratios = [results[t.name][n]["median_5"] / base[t.name]["random"]["median_5"] for t in hard]
+        geo = math.exp(statistics.fmean(math.log(r) for r in ratios))
+        met = sum(r <= GOAL for r in ratios)
+        lines[n] = {
+            "geo_ratio": round(geo, 3),
+            "met": met,
+            "tables": len(hard),
+            "worst": round(max(ratios), 2),
+        }
+        print(f"{n:50s} geo {geo:.3f}  met {met}/{len(hard)}  worst {max(ratios):.2f}", flush=True)
+        if args.detail:
+            for t, r in zip(hard, ratios, strict=True):
+                rand = base[t.name]["random"]["median_5"]
+                print(f"    {t.name:50s} random {rand:5g}  {results[t.name][n]['median_5']:5g}  {r:.2f}")
+    if args.out:
+        args.out.write_text(json.dumps(lines, indent=1) + "\n")
+
+
+def split(args: argparse.Namespace) -> None:
+    if args.write:
+        if SPLIT.exists() and not args.force:
+            raise SystemExit(
+                "split.json exists: the split is drawn once, before tuning (--force to draw again)"
+            )
+        SPLIT.write_text(json.dumps(draw_split(all_tables()), indent=1) + "\n")
+    print(SPLIT.read_text())
+
+
+def main(argv: list[str] | None = None) -> None:
+    warnings.simplefilter("ignore")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="replay nova and the baselines on a split and write the table")
+    r.add_argument("--split", choices=["held-out", "train", "all"], default="all")
+    r.add_argument("--seeds", type=int, default=40)
+    r.add_argument("--cap", type=int, default=100, help="trials a seed at most")
+    r.add_argument("--jobs", type=int, default=1, help="processes")
+    r.add_argument("--gp", action="store_true", help="also nova around Optuna's GPSampler (PyTorch, SciPy)")
+    r.add_argument("--only", default="", help="the tables whose name starts so (e.g. cpu-grid/)")
+    r.add_argument("--out", type=Path, default=OUT)
+    t = sub.add_parser("tune", help="replay variants of nova's sampler on the training split")
+    t.add_argument("--variant", action="append", required=True, help="settings, e.g. 'spread=1' (repeat)")
+    t.add_argument("--seeds", type=int, default=8)
+    t.add_argument("--cap", type=int, default=100)
+    t.add_argument("--jobs", type=int, default=1)
+    t.add_argument("--out", type=Path)
+    t.add_argument("--detail", action="store_true", help="each table's figures too")
+    s = sub.add_parser("split", help="print the split (--write: draw it, once)")
+    s.add_argument("--write", action="store_true")
+    s.add_argument("--force", action="store_true")
+    args = p.parse_args(argv)
+    {"run": run, "tune": tune, "split": split}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
