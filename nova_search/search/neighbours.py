@@ -63,11 +63,6 @@ def steps(
     return out
 
 
-def feasible(t: FrozenTrial) -> bool:
-    """Every constraint the trial was told is met (Optuna's convention: <= 0)."""
-    return all(v <= 0 for v in t.constraints.values())
-
-
 def front(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:
     """The trials no other dominates (each has ``values``); one objective: the best, ties kept."""
     signs = [1.0 if d == StudyDirection.MAXIMIZE else -1.0 for d in directions]

@@ -70,7 +70,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from nova_search.db import cached_trials
 from nova_search.errors import SpecError
-from nova_search.search.neighbours import distance, feasible, front, repeats, steps
+from nova_search.measure.feasibility import feasible
+from nova_search.search.neighbours import distance, front, repeats, steps
 from nova_search.search.ordinal import OrdinalView, from_rank, rank_distribution
 from nova_search.search.refusals import RuleCheck
 from nova_search.search.rules import Facts
