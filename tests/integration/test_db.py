@@ -416,7 +416,10 @@ def test_a_write_survives_a_server_restart_and_gives_up_after_the_window() -> No
 
 
 @pytest.mark.postgres
-def test_errors_never_show_the_password() -> None:
+def test_errors_never_show_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    # nothing listens on port 1: every call gives up when its retry window ends (300 s by default, which
+    # made this test wait 300 s for upgrade alone); the window's own bound is test_silent_storage's
+    monkeypatch.setenv("NOVA_STORAGE_RETRY_S", "0.5")
     url = make_url(PG_URL).set(password="hunter2", port=1).render_as_string(hide_password=False)
     calls = [
         lambda: upgrade(url),
