@@ -1,9 +1,9 @@
 """The sample trace replayed on the real engine: studies/tiny-cpu-trace.yaml (vLLM's CPU build serving
 the tiny model), driven by the real CLI, end to end. One trial (stock; a drawn one boots the same way and
-cost the engine tier 50 s more) measures the trace's slice at half, once and twice its rate; the levels are those speeds, every request of every
-window completes on its own schedule, the server's prefix cache hits exactly the blocks the trace's
-slice shares (at the engine's block size), the study
-stores the trace's summary, and the report, policy and status read it. No vLLM process is left."""
+cost the engine tier 50 s more) measures the trace's slice at half, once and twice its rate; the levels
+are those speeds, every request of every window completes on its own schedule, the server's prefix cache
+hits exactly the blocks the trace's slice shares (at the engine's block size), the study stores the
+trace's summary, and the report, policy and status read it. No vLLM process is left."""
 
 from __future__ import annotations
 
