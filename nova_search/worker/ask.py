@@ -75,6 +75,10 @@ def _ask_locked(
         if _spent(trials, budget):
             return None
         trial = study.ask() if fits is None else ask_fitting(study, fits)
+        # its first beat before the draw: the draw's writes queue behind a busy database (seconds under
+        # load), and a trial RUNNING without a beat past the grace period is failed as an orphan by
+        # any other worker (``db.heartbeat.fail_orphans``). Once, here; ``ask_within_budget`` retries it
+        _beat_once(study, trial)
         if draw is not None:
             try:
                 draw(trial)
@@ -89,6 +93,13 @@ def _ask_locked(
     if reporter is not None:
         reporter.budget(count_toward_budget(trials) + 1, budget, count_refused(trials))
     return trial
+
+
+def _beat_once(study: optuna.Study, trial: optuna.Trial) -> None:
+    try:
+        rdb_storage(study).record_heartbeat(trial_id(trial))
+    except Exception as e:  # noqa: BLE001 - recorded again, retried, once the lock is released
+        log.debug("trial %s: its first heartbeat under the lock failed (%s); retried after it", trial.number, e)
 
 
 def _spent(trials: list[FrozenTrial], budget: int) -> bool:

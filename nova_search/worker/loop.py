@@ -340,7 +340,9 @@ def _run_one(
     if finished_elsewhere(study, trial, window):
         return
     with signals_deferred():
-        tell_outcome(study, trial, state, values, window)
+        told = tell_outcome(study, trial, state, values, window)
+    if not told:
+        return
     frozen = report_end(study, trial, ctx.reporter)
     if opts.on_trial_done is not None and frozen is not None:
         try:

@@ -28,9 +28,11 @@ log = logging.getLogger("nova_search")
 
 def tell_outcome(
     study: optuna.Study, trial: optuna.Trial, state: TrialState, values: list[float] | None, window: float
-) -> None:
+) -> bool:
     """Tell the outcome, through a database restart. A tell whose commit landed but whose answer was
-    lost is retried and finds the trial finished: that is success, not an error."""
+    lost is retried and finds the trial finished: that is success, not an error. Returns False when
+    another worker finished the trial between Optuna's own check and the write (its ``skip_if_finished``
+    reads, then writes): the outcome here is dropped, as ``finished_elsewhere`` drops it, and said."""
 
     def once() -> None:
         if state == TrialState.COMPLETE:
@@ -38,7 +40,12 @@ def tell_outcome(
         else:
             study.tell(trial, state=state, skip_if_finished=True)
 
-    retrying(once, window, "tell a trial's outcome to")
+    try:
+        retrying(once, window, "tell a trial's outcome to")
+    except optuna.exceptions.UpdateFinishedTrialError:
+        finished_elsewhere(study, trial, window)
+        return False
+    return True
 
 
 def requeue_trial(study: optuna.Study, trial: optuna.Trial) -> None:

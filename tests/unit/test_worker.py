@@ -127,6 +127,46 @@ def test_the_first_heartbeat_is_written_with_the_ask(url):
     assert worker.ask_within_budget(study, lock, budget=1) is None  # the budget is spent
 
 
+def test_the_first_heartbeat_is_written_before_the_draw(url):
+    """A draw's writes queue behind a busy database: a trial RUNNING without a beat meanwhile would be
+    failed as an orphan by another worker (seen in CI: a fleet worker then died on its own trial)."""
+    study, spec = make(url, 1)
+    storage = worker.rdb_storage(study)
+    lock = worker.StorageLock(storage.engine, "w")
+    seen: list[int] = []
+
+    def draw(trial: optuna.Trial) -> None:
+        with storage.engine.connect() as conn:
+            seen.append(
+                conn.execute(
+                    text("SELECT count(*) FROM trial_heartbeats WHERE trial_id = :i"), {"i": trial._trial_id}
+                ).scalar_one()
+            )
+
+    assert worker.ask_within_budget(study, lock, budget=1, draw=draw) is not None
+    assert seen == [1]
+
+
+def test_a_tell_that_loses_the_race_to_an_orphan_check_drops_the_outcome_and_says_so(url, caplog):
+    """Optuna's ``skip_if_finished`` reads, then writes: another worker's FAIL between the two raised
+    UpdateFinishedTrialError out of the worker (a CI fleet run). Now the outcome is dropped, in one line."""
+    study, spec = make(url, 1)
+    trial = study.ask()
+    other = optuna.load_study(study_name="w", storage=open_storage(url))
+    storage = worker.rdb_storage(study)
+    write = storage.set_trial_state_values
+
+    def fail_first_elsewhere(trial_id, state, values=None):
+        worker.rdb_storage(other).set_trial_state_values(trial_id, TrialState.FAIL)
+        return write(trial_id, state, values)
+
+    storage.set_trial_state_values = fail_first_elsewhere  # type: ignore[method-assign]
+    with caplog.at_level("WARNING", logger="nova_search"):
+        assert worker.tell_outcome(study, trial, TrialState.COMPLETE, [1.0, 1.0], 0.0) is False
+    assert "was failed by another worker" in caplog.text
+    assert worker.rdb_storage(other).get_trial(trial._trial_id).state == TrialState.FAIL
+
+
 def test_signals_are_deferred_while_an_outcome_is_recorded():
     seen = []
     with pytest.raises(KeyboardInterrupt):
