@@ -99,7 +99,9 @@ def _beat_once(study: optuna.Study, trial: optuna.Trial) -> None:
     try:
         rdb_storage(study).record_heartbeat(trial_id(trial))
     except Exception as e:  # noqa: BLE001 - recorded again, retried, once the lock is released
-        log.debug("trial %s: its first heartbeat under the lock failed (%s); retried after it", trial.number, e)
+        log.debug(
+            "trial %s: its first heartbeat under the lock failed (%s); retried after it", trial.number, e
+        )
 
 
 def _spent(trials: list[FrozenTrial], budget: int) -> bool:
