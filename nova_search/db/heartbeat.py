@@ -185,7 +185,12 @@ def fail_orphans(study: optuna.Study, storage: RDBStorage) -> list[int]:
                 _unbeaten_since.pop(key, None)
             elif now - _unbeaten_since.setdefault(key, now) > grace:
                 old.append(t)
+    # asked again just before failing them: under load the first read can be seconds old by now, and a
+    # trial that began beating meanwhile is running, not orphaned
+    late = beating(storage, [t._trial_id for t in old]) if old else set()
     for t in old:
+        if t._trial_id in late:
+            continue
         if storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
             failed.append(t.number)
             log.warning("trial %s was asked but never heartbeated: failed after %s s", t.number, grace)
