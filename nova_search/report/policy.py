@@ -198,19 +198,31 @@ def answer_lines(a: DeployAnswer) -> list[str]:
     lines = ["What to deploy: " + answer_heading(a), *(f"  {x}" for x in projection_lines(a.projected))]
     if not a.ranges:
         return lines + [f"  nothing yet: {a.reason}"]
+    one = one_server_command(a)
     for r, row in zip(a.ranges, answer_rows(a), strict=True):
         lines.append(f"  {row[0]}: {row[1]}, trial {row[2]} ({row[3]})")
         if r.configuration.capacity_text:
             lines.append(f"    {r.configuration.capacity_text}")
-        lines.append(f"    {r.command}")
+        if one is None:
+            lines.append(f"    {r.command}")
     if a.schedule:
         lines.append(
             f"  one server, dynamic schedule {json.dumps([list(x) for x in a.schedule])}: {a.schedule_note}"
         )
+    if one is not None:
+        lines.append(f"    {one}")
     lines += [f"  {what}: {command}" for what, command in export_commands(a)]
     if a.export_needs:
         lines.append(f"  before deploying: {a.export_needs}")
     return lines
+
+
+def one_server_command(a: DeployAnswer) -> str | None:
+    """The command of the one server that carries every range (vLLM's dynamic schedule: each range's
+    command is that server's), shown once under the schedule rather than under each range, where a
+    reader of "129-inf: tuned" would take the drafter's command for the tuned one; None otherwise."""
+    commands = {r.command for r in a.ranges}
+    return commands.pop() if a.schedule and len(commands) == 1 else None
 
 
 def answer_summary(a: DeployAnswer) -> str:
@@ -234,16 +246,22 @@ def answer_markdown(a: DeployAnswer) -> str:
     if not a.ranges:
         return "\n".join([*parts, f"Nothing yet: {a.reason}", ""])
     parts += [md_table(ANSWER_HEADERS, answer_rows(a), text=ANSWER_HEADERS), ""]
+    one = one_server_command(a)
     for r in a.ranges:
+        if one is not None and not r.configuration.capacity_text:
+            continue
         parts += [f"**{r.label}** ({deploy_what(r)}, trial {r.configuration.trial}):", ""]
         if r.configuration.capacity_text:
             parts += [r.configuration.capacity_text + ".", ""]
-        parts += [_fence(r.command), ""]
+        if one is None:
+            parts += [_fence(r.command), ""]
     if a.schedule:
         parts += [
             f"One server, dynamic schedule `{json.dumps([list(x) for x in a.schedule])}`: {a.schedule_note}.",
             "",
         ]
+    if one is not None:
+        parts += [_fence(one), ""]
     parts += [f"- {what}: `{command}`" for what, command in export_commands(a)]
     if a.export_needs:
         parts.append(f"- before deploying: {a.export_needs}")

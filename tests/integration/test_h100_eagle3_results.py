@@ -65,3 +65,16 @@ def test_the_readme_sets_it_beside_the_reference() -> None:
     text = (FOLDER / "README.md").read_text()
     assert "+21.9 %" in text and "1,477 -> 1,800" in text
     assert "PROJECTED, not measured" in text
+
+
+def test_the_one_server_command_is_printed_once_under_its_schedule_not_under_the_tuned_range(
+    storage: str,
+) -> None:
+    """With vLLM's dynamic schedule every range is the one server that carries it: its command, with
+    the drafter, was printed under "129-inf: tuned" too, where a reader takes it for the tuned one."""
+    out = nova_ok("policy", STUDY, "--storage", storage).splitlines()
+    serve = [i for i, line in enumerate(out) if line.strip().startswith("vllm serve")]
+    assert len(serve) == 1, out
+    assert out[serve[0] - 1].strip().startswith("one server, dynamic schedule [[1, 128, 3], [129, 1024, 0]]")
+    tuned = next(i for i, line in enumerate(out) if line.strip().startswith("129–∞: tuned"))
+    assert tuned < serve[0] - 1
