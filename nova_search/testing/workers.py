@@ -62,12 +62,18 @@ def alive(pid: int) -> bool:
         return False
 
 
+#: every process's pid, state and whole command line: ``-ww``, for without a terminal (under pytest's
+#: capture) ps cuts each line at 80 columns, and from a checkout at a longer path the engine's module name
+#: fell past the cut: every stand-in engine went unseen (13 tests of a fresh clone in /tmp/tmp.*/c)
+PS = ["ps", "-ww", "-eo", "pid=,stat=,args="]
+
+
 def fake_engines() -> list[str]:
     """Live stand-in engines (and the sleepers some of them start) that this test process started, as
     "PID STAT ARGS" lines. Ours are told apart by FAKE_ENGINE_TAG in their environment (tests/conftest.py
     gives each pytest process its own, a stand-in spec passes it on): the other processes of a parallel
     run, or other runs on the machine, have their own. Without a tag, every one on the machine."""
-    out = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(PS, capture_output=True, text=True, check=True).stdout
     found = []
     for line in out.splitlines():
         pid, stat, args = (line.split(None, 2) + ["", ""])[:3]
@@ -96,7 +102,7 @@ def _ours(pid: str) -> bool:
 def vllm_processes() -> set[str]:
     """Live (non-zombie) vLLM processes on this machine, API servers and engine cores, as
     "PID ARGS" lines. Compare the set before and after a test to find what it left behind."""
-    out = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(PS, capture_output=True, text=True, check=True).stdout
     found = set()
     for line in out.splitlines():
         pid, stat, args = (line.split(None, 2) + ["", ""])[:3]
