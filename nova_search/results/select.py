@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Protocol, TypeVar
 
 import optuna
 from optuna.trial import TrialState, create_trial
@@ -34,6 +35,16 @@ from nova_search.measure.objectives import (
     parse_objective,
 )
 from nova_search.results.trials import StudyResults, TrialResult
+
+
+class _Valued(Protocol):
+    """Anything with a trial's objective values: a ``TrialResult``, an Optuna ``FrozenTrial``."""
+
+    @property
+    def values(self) -> Sequence[float] | None: ...
+
+
+_T = TypeVar("_T", bound=_Valued)
 
 
 def objective_of(trial: TrialResult, o: Objective) -> float | None:
@@ -58,9 +69,10 @@ def _defined(values: Sequence[float], directions: Sequence[Direction]) -> list[f
     return [worst[d] if math.isnan(v) else v for v, d in zip(values, directions, strict=True)]
 
 
-def pareto_front(trials: Iterable[TrialResult], directions: Sequence[Direction]) -> list[TrialResult]:
+def pareto_front(trials: Iterable[_T], directions: Sequence[Direction]) -> list[_T]:
     """The trials no other one dominates (by their objective values), in their given order; equal
-    trials are all on it. Optuna's definition, computed by Optuna: the trials' values in a scratch
+    trials are all on it. Any trials with ``values`` (``TrialResult``, Optuna's ``FrozenTrial``: nova's
+    sampler steps from this front). Optuna's definition, computed by Optuna: the trials' values in a scratch
     in-memory study, whose ``best_trials`` (public API) is the front. An undefined (NaN) value, which
     Optuna never stores (it fails such a trial) but a hand-made result may hold, counts as the worst."""
     pool = [t for t in trials if t.values is not None and len(t.values) == len(directions)]

@@ -1,6 +1,6 @@
 """Configurations as nova's sampler compares them (``search.sampler``): whether one repeats a trial, how
-far apart two are, the configurations one step from a trial, and which trials no other dominates.
-Pure functions of parameters, distributions and Optuna's frozen trials."""
+far apart two are and the configurations one step from a trial (the trials no other dominates:
+``results.select.pareto_front``). Pure functions of parameters, distributions and Optuna's frozen trials."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
-from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 
 from nova_search.search.ordinal import ordered_choices
@@ -61,14 +60,3 @@ def steps(
             values = [c for c in d.choices if c != at[name]]
         out += [{**centre, name: v} for v in values]
     return out
-
-
-def front(trials: Sequence[FrozenTrial], directions: Sequence[StudyDirection]) -> list[FrozenTrial]:
-    """The trials no other dominates (each has ``values``); one objective: the best, ties kept."""
-    signs = [1.0 if d == StudyDirection.MAXIMIZE else -1.0 for d in directions]
-
-    def dominates(a: FrozenTrial, b: FrozenTrial) -> bool:
-        pairs = [(s * x, s * y) for s, x, y in zip(signs, a.values, b.values, strict=True)]
-        return all(x >= y for x, y in pairs) and any(x > y for x, y in pairs)
-
-    return [t for t in trials if not any(dominates(o, t) for o in trials)]

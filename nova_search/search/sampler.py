@@ -62,7 +62,7 @@ import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
@@ -71,7 +71,9 @@ from optuna.trial import FrozenTrial, TrialState
 from nova_search.db import cached_trials
 from nova_search.errors import SpecError
 from nova_search.measure.feasibility import feasible
-from nova_search.search.neighbours import distance, front, repeats, steps
+from nova_search.measure.objectives import Direction
+from nova_search.results.select import pareto_front
+from nova_search.search.neighbours import distance, repeats, steps
 from nova_search.search.ordinal import OrdinalView, from_rank, rank_distribution
 from nova_search.search.refusals import RuleCheck
 from nova_search.search.rules import Facts
@@ -225,7 +227,8 @@ class NovaSampler(PerTrialSeed):
         done = [t for t in _snapshot(study, (TrialState.COMPLETE,)) if t.values and feasible(t)]
         if len(done) < max(self.local_after, 1):
             return None
-        best = min(front(done, study.directions), key=lambda t: distance(proposal, t.params, search_space))
+        directions = [cast(Direction, d.name.lower()) for d in study.directions]
+        best = min(pareto_front(done, directions), key=lambda t: distance(proposal, t.params, search_space))
         # a list's value is the best's, a step away in one of them; a range's is the proposal's
         names = sorted(k for k, d in search_space.items() if isinstance(d, CategoricalDistribution))
 
