@@ -35,6 +35,7 @@ from nova_search.report.policy import (
     drafter_rows,
     export_commands,
     header_lines,
+    one_server_command,
     policy_rows,
     projection_lines,
     tradeoff_rows,
@@ -64,11 +65,13 @@ def deploy_section(data: ReportData) -> Section:
     if not a.ranges:
         return _section(title, [*parts, missing_note(f"Nothing to deploy yet: {a.reason}")], "deploy")
     parts.append(table(ANSWER_HEADERS, answer_rows(a), "deploy"))
-    for r in a.ranges:
-        parts += [
-            paragraph(f"{r.label} ({deploy_what(r)}, trial {r.configuration.trial}):"),
-            Part("pre", text=r.command),
-        ]
+    one = one_server_command(a)  # every range is this one server: its command once, under the schedule
+    if one is None:
+        for r in a.ranges:
+            parts += [
+                paragraph(f"{r.label} ({deploy_what(r)}, trial {r.configuration.trial}):"),
+                Part("pre", text=r.command),
+            ]
     if a.schedule:
         parts.append(
             Part(
@@ -78,6 +81,8 @@ def deploy_section(data: ReportData) -> Section:
                 after=f" ({a.schedule_note})",
             )
         )
+    if one is not None:
+        parts.append(Part("pre", text=one))
     for what, command in export_commands(a):
         parts += [paragraph(f"{what}:"), Part("pre", text=command)]
     if a.export_needs:
