@@ -13,7 +13,8 @@ from nova_search import schema
 from nova_search.db import count_toward_budget
 from nova_search.measure.feasibility import feasible
 from nova_search.measure.metrics import LevelResult
-from nova_search.measure.objectives import Direction, Objective
+from nova_search.measure.objectives import Objective
+from nova_search.results.select import direction_of
 from nova_search.results.trials import StudyResults, TrialResult, trial_key
 
 
@@ -22,7 +23,7 @@ def objectives_of(study: optuna.Study) -> tuple[Objective, ...]:
     names = study.metric_names or [f"value{i}@best" for i in range(len(study.directions))]
     out = []
     for i, (name, d) in enumerate(zip(names, study.directions, strict=True)):
-        direction: Direction = "maximize" if d == optuna.study.StudyDirection.MAXIMIZE else "minimize"
+        direction = direction_of(d)
         metric, _, at_text = name.partition("@")
         out.append(Objective(metric, direction, int(at_text) if at_text.isdigit() else "best", i))
     return tuple(out)

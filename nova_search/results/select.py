@@ -6,6 +6,7 @@ front, the best trials, the stock baseline and the tuned baseline. Every reader 
   ``objectives.objective_value`` over the trial's levels (and its capacity figures).
 - ``ranked(trials, o)``: best first by ``o``, ties to the lower trial number; trials without a value
   for ``o`` are left out.
+- ``direction_of(d)``: an Optuna study direction as nova names it (``maximize``, ``minimize``).
 - ``pareto_front(trials, directions)``: Optuna's own front (``Study.best_trials``, the front of a
   study's own trials) over any trials: a staged study's stages together, the trials meeting
   ``--where``.
@@ -61,6 +62,11 @@ def ranked(trials: Iterable[TrialResult], o: Objective) -> list[TrialResult]:
     scored = [(v, t) for t in trials if (v := objective_of(t, o)) is not None and math.isfinite(v)]
     scored.sort(key=lambda vt: (-vt[0] if o.maximize else vt[0], vt[1].number, vt[1].key))
     return [t for _, t in scored]
+
+
+def direction_of(d: optuna.study.StudyDirection) -> Direction:
+    """nova's name for an Optuna study direction."""
+    return "maximize" if d == optuna.study.StudyDirection.MAXIMIZE else "minimize"
 
 
 def _defined(values: Sequence[float], directions: Sequence[Direction]) -> list[float]:
