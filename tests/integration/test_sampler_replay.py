@@ -1,7 +1,8 @@
 """The sampler replay benchmark (benchmarks/sampler_replay.py) end to end on the real CPU engine: its
 ``measure`` step boots vLLM through nova's launcher for each configuration of a small grid, measures
-it with ``vllm bench serve`` and records a configuration nova's compatibility table refuses without
-booting it; its ``replay`` step reads that table and writes the summary in the issue's format."""
+it with ``vllm bench serve`` at each level on one boot, and records a configuration nova's
+compatibility table refuses without booting it; its ``replay`` step reads that table at a level and
+writes the summary in the issue's format."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def test_measure_boots_the_grid_with_novas_launcher_and_replay_summarises_it(
         "max_num_batched_tokens": {"choices": [512]},
         "enable_chunked_prefill": {"choices": [True, False]},  # False: refused (512 < max_model_len)
     }
-    spec["sweep"].update(requests=16, warmup_requests=2, concurrency=[4])
+    spec["sweep"].update(requests=16, warmup_requests=2, concurrency=[4, 2])
     spec["objectives"][0]["at"] = 4
     spec_path = tmp_path / "grid.yaml"
     spec_path.write_text(yaml.safe_dump(spec))
@@ -41,21 +42,27 @@ def test_measure_boots_the_grid_with_novas_launcher_and_replay_summarises_it(
         [*base, "measure", "--passes", "1"], env=env, capture_output=True, text=True, timeout=600
     )
     assert measured.returncode == 0, measured.stdout + measured.stderr
-    rows = {r["params"]["enable_chunked_prefill"]: r for r in map(json.loads, table.read_text().splitlines())}
-    assert set(rows) == {True, False}
-    booted, refused = rows[True], rows[False]
-    assert booted["launchable"] and booted["completed"] == 16 and booted["concurrency"] == 4
-    assert booted["output_throughput"] > 0 and booted["ttft_p99_ms"] >= booted["ttft_median_ms"] > 0
-    assert booted["boot_s"] > 0
-    assert not refused["launchable"] and refused["reason"].startswith("chunked_prefill_budget:")
-    assert "boot_s" not in refused  # refused before boot, as a worker refuses it
+    written = [json.loads(line) for line in table.read_text().splitlines()]
+    refused = [r for r in written if not r["params"]["enable_chunked_prefill"]]
+    booted = [r for r in written if r["params"]["enable_chunked_prefill"]]
+    assert [r["concurrency"] for r in booted] == [2, 4]  # one boot, each level, lowest first
+    assert len({r["boot_s"] for r in booted}) == 1 and booted[0]["boot_s"] > 0
+    for r in booted:
+        assert r["launchable"] and r["completed"] == 16
+        assert r["output_throughput"] > 0 and r["ttft_p99_ms"] >= r["ttft_median_ms"] > 0
+    assert len(refused) == 1 and not refused[0]["launchable"]  # one row: it answers for every level
+    assert refused[0]["reason"].startswith("chunked_prefill_budget:")
+    assert "boot_s" not in refused[0]  # refused before boot, as a worker refuses it
 
     again = subprocess.run([*base, "measure", "--passes", "1"], env=env, capture_output=True, text=True)
-    assert again.returncode == 0 and len(table.read_text().splitlines()) == 2  # nothing measured twice
+    assert again.returncode == 0 and len(table.read_text().splitlines()) == 3  # nothing measured twice
+
+    unmeasured = subprocess.run([*base, "replay", "--level", "8"], env=env, capture_output=True, text=True)
+    assert unmeasured.returncode != 0 and "--level 8: the table was measured at 2, 4" in unmeasured.stderr
 
     out = tmp_path / "results"
     replayed = subprocess.run(
-        [*base, "replay", "--seeds", "3", "--trials", "4", "--out", str(out)],
+        [*base, "replay", "--level", "4", "--seeds", "3", "--trials", "4", "--out", str(out)],
         env=env,
         capture_output=True,
         text=True,
@@ -64,6 +71,7 @@ def test_measure_boots_the_grid_with_novas_launcher_and_replay_summarises_it(
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["table"]["launchable"] == 1 and summary["table"]["configurations"] == 2
+    assert summary["table"]["concurrency"] == 4
     for name in ("tpe", "random", "grid"):
         # one launchable configuration of two: found by the first or second trial, every seed
         assert summary[name]["not_found"] == 0 and summary[name]["median_trials"] in (1, 1.5, 2)
