@@ -4,7 +4,8 @@ meet, split once into a training half (the sampler's settings are tuned on it) a
 table and writes one table of results.
 
 - ``tables``: what a table is (a space, a direction, a figure per configuration) and the measured ones:
-  the CPU grid of ``benchmarks/results/sampler-replay-cpu`` under each of its objectives, and the
+  the CPU grids of ``benchmarks/results/sampler-replay-cpu`` (c=32) and ``sampler-replay-cpu-levels``
+  (c=4 and c=16, measured after the tuning: held out) under each of their objectives, and the
   recorded GPU studies' trials as partial tables (``benchmarks/results/*/study.db``);
 - ``synthetic``: seeded response surfaces shaped like serving (plateaus, a KV-cache cliff, unbootable
   corners, batch limits against drafters, noise between passes);

@@ -4,8 +4,9 @@ A ``Table`` is a response surface a study could meet: a search space (a spec's `
 by ``search.configs.sample`` as a worker draws it), a direction, and a figure per configuration (the
 mean of its passes), or the reason it cannot run. Two kinds:
 
-- ``grid``: every configuration of the space is in the table (the measured CPU grid, the synthetic
-  surfaces). A configuration the table marks as not launchable is told as a worker tells it.
+- ``grid``: every configuration of the space is in the table (the measured CPU grids, at each level
+  they were measured at; the synthetic surfaces). A configuration the table marks as not launchable
+  is told as a worker tells it.
 - ``partial``: a recorded study's trials (``benchmarks/results/*/study.db``, read with
   ``nova_search.results.load``): a few configurations of a space that has ranges. **An unmeasured
   configuration takes the figure of the measured configuration nearest to it** (``nearest``: the
@@ -190,19 +191,40 @@ def configurations(
         yield trial.params, config, weight
 
 
-# ---------------------------------------------------------------- the measured CPU grid
+# ---------------------------------------------------------------- the measured CPU grids
 
-CPU_GRID = RESULTS / "sampler-replay-cpu" / "table.jsonl"
-CPU_SPEC = REPO / "benchmarks" / "sampler_replay.yaml"
+#: a measured grid (``benchmarks/sampler_replay.py measure``): its tables' prefix, its spec, its rows
+CPU_GRIDS: dict[str, tuple[Path, Path]] = {
+    # 48 configurations at c=32 (the grid nova's start-up count had been chosen on)
+    "cpu-grid": (REPO / "benchmarks" / "sampler_replay.yaml", RESULTS / "sampler-replay-cpu" / "table.jsonl"),
+    # 36 configurations at c=4 and c=16, measured after the tuning: every table of it is held out
+    "cpu-grid-levels": (
+        REPO / "benchmarks" / "sampler_replay_levels.yaml",
+        RESULTS / "sampler-replay-cpu-levels" / "table.jsonl",
+    ),
+}
 
 
 def cpu_grid_tables() -> list[Table]:
-    """The CPU grid (48 configurations, two passes of ``vllm bench serve`` at concurrency 32) under
-    each objective it measured, and two combinations."""
+    """Each measured CPU grid (two passes of ``vllm bench serve`` a configuration) at each level it was
+    measured at, under each objective it measured and two combinations."""
+    out = []
+    for prefix, (spec_path, table_path) in CPU_GRIDS.items():
+        if not table_path.exists():
+            continue
+        rows = [json.loads(line) for line in table_path.read_text().splitlines() if line.strip()]
+        levels = sorted({r["concurrency"] for r in rows if r["launchable"]})
+        for level in levels:
+            at = [r for r in rows if not r["launchable"] or r["concurrency"] == level]
+            out += _grid_tables(prefix, spec_path, at, level)
+    return out
+
+
+def _grid_tables(prefix: str, spec_path: Path, rows: list[dict[str, Any]], level: int) -> list[Table]:
+    """One measured grid at one level: a table an objective."""
     import yaml
 
-    rows = [json.loads(line) for line in CPU_GRID.read_text().splitlines() if line.strip()]
-    raw = yaml.safe_load(CPU_SPEC.read_text())
+    raw = yaml.safe_load(spec_path.read_text())
     by: dict[str, dict[str, Any]] = {}
     for r in rows:
         e = by.setdefault(r["key"], {"params": r["params"], "launchable": r["launchable"], "rows": []})
@@ -215,16 +237,16 @@ def cpu_grid_tables() -> list[Table]:
         return statistics.fmean(r[metric] for r in e["rows"])
 
     metrics = {
-        "output_throughput@32": ("maximize", lambda e: mean(e, "output_throughput")),
-        "ttft_p99_ms@32": ("minimize", lambda e: mean(e, "ttft_p99_ms")),
-        "ttft_median_ms@32": ("minimize", lambda e: mean(e, "ttft_median_ms")),
-        "tpot_median_ms@32": ("minimize", lambda e: mean(e, "tpot_median_ms")),
-        "cost@32": ("minimize", lambda e: mean(e, "ttft_p99_ms") / mean(e, "output_throughput")),
+        f"output_throughput@{level}": ("maximize", lambda e: mean(e, "output_throughput")),
+        f"ttft_p99_ms@{level}": ("minimize", lambda e: mean(e, "ttft_p99_ms")),
+        f"ttft_median_ms@{level}": ("minimize", lambda e: mean(e, "ttft_median_ms")),
+        f"tpot_median_ms@{level}": ("minimize", lambda e: mean(e, "tpot_median_ms")),
+        f"cost@{level}": ("minimize", lambda e: mean(e, "ttft_p99_ms") / mean(e, "output_throughput")),
     }
     runnable = [e for e in by.values() if e["launchable"]]
     slo = statistics.median(mean(e, "ttft_p99_ms") for e in runnable)
     out = []
-    for objective, (direction, figure) in [*metrics.items(), ("slo_throughput@32", ("maximize", None))]:
+    for objective, (direction, figure) in [*metrics.items(), (f"slo_throughput@{level}", ("maximize", None))]:
         entries = []
         for e in by.values():
             if not e["launchable"]:
@@ -236,8 +258,8 @@ def cpu_grid_tables() -> list[Table]:
                 entries.append(Entry(e["params"], True, figure(e)))
         out.append(
             Table(
-                name=f"cpu-grid/{objective}",
-                source=f"cpu-grid/{objective}",
+                name=f"{prefix}/{objective}",
+                source=f"{prefix}/{objective}",
                 kind="grid",
                 objective=objective,
                 direction=direction,
