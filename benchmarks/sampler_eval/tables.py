@@ -208,23 +208,21 @@ CPU_GRIDS: dict[str, tuple[Path, Path]] = {
 def cpu_grid_tables() -> list[Table]:
     """Each measured CPU grid (two passes of ``vllm bench serve`` a configuration) at each level it was
     measured at, under each objective it measured and two combinations."""
+    import yaml
+
+    from benchmarks.sampler_replay import at_level, levels_of, read_table
+
     out = []
     for prefix, (spec_path, table_path) in CPU_GRIDS.items():
-        if not table_path.exists():
-            continue
-        rows = [json.loads(line) for line in table_path.read_text().splitlines() if line.strip()]
-        levels = sorted({r["concurrency"] for r in rows if r["launchable"]})
-        for level in levels:
-            at = [r for r in rows if not r["launchable"] or r["concurrency"] == level]
-            out += _grid_tables(prefix, spec_path, at, level)
+        rows = read_table(table_path)
+        raw = yaml.safe_load(spec_path.read_text())
+        for level in levels_of(rows):
+            out += _grid_tables(prefix, raw, at_level(rows, level), level)
     return out
 
 
-def _grid_tables(prefix: str, spec_path: Path, rows: list[dict[str, Any]], level: int) -> list[Table]:
-    """One measured grid at one level: a table an objective."""
-    import yaml
-
-    raw = yaml.safe_load(spec_path.read_text())
+def _grid_tables(prefix: str, raw: dict[str, Any], rows: list[dict[str, Any]], level: int) -> list[Table]:
+    """One measured grid (``raw``: its spec) at one level: a table an objective."""
     by: dict[str, dict[str, Any]] = {}
     for r in rows:
         e = by.setdefault(r["key"], {"params": r["params"], "launchable": r["launchable"], "rows": []})
