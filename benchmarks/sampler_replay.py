@@ -21,7 +21,10 @@ table marks as not launchable is told as a worker tells it (PRUNED, constraint `
 the rest COMPLETE with the mean of the passes. For each sampler and seed it counts the trials until the
 first configuration within ``--within`` of the best mean (a seed that never gets there counts as
 ``--trials`` + 1), and how many of them were refused or repeated an earlier configuration. The medians
-over seeds go to ``summary.json`` as ``{"tpe": {"median_trials": N, ...}, "random": {...}, ...}``.
+over seeds go to ``summary.json`` as ``{"tpe": {"median_trials": N, ...}, "random": {...}, ...}``,
+with random search's exact figure beside the replayed one (``random_exact``: its trials are geometric,
+each draw landing with the share of the grid that is within ``--within``; a replayed random search's
+median moves by trials with the seeds) and ``tpe_over_random_exact``, the issue's figure.
 
 The samplers: ``tpe`` (``search.sampler.make_sampler``, what a worker runs: ``NovaSampler`` around
 TPE), ``tpe_startup_2`` and ``tpe_startup_4`` (the same with 2 or 4 random start-up trials instead
@@ -30,6 +33,15 @@ refused configurations told FAIL (as nova told failed boots before), ``random``,
 TPE, and ``grid`` (every configuration once, in a seeded shuffled order).
 
     .venv/bin/python -m benchmarks.sampler_replay replay [--seeds 20] [--trials 48]
+
+``eval``: the whole evaluation set in one command, one table (``benchmarks/sampler_eval``, issue 55:
+the measured grids under every objective at every level, the recorded GPU studies, the synthetic
+serving surfaces; nova against random search's exact figures, random search without repeats,
+Optuna's default TPE and nova before issue 55, with each table's verdict). ``eval --grid SPEC TABLE
+--out DIR`` gives a grid this command measured, one that is not in the set, the same figure:
+
+    .venv/bin/python -m benchmarks.sampler_replay eval [--jobs 2]
+    .venv/bin/python -m benchmarks.sampler_replay eval --grid my.yaml my/table.jsonl --out my/eval
 """
 
 from __future__ import annotations
@@ -38,6 +50,7 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import tempfile
 import time
 import warnings
@@ -344,6 +357,19 @@ def replay(args: argparse.Namespace) -> None:
         runs.append(replay_one(spec, land, None, order, target, len(order)))
     summary["grid"] = stats(runs)
     print(describe("grid", summary["grid"]))
+    # random search without seed noise: each trial lands within --within with chance p (the grid's
+    # configurations are equally likely), so its trials are geometric (benchmarks/sampler_eval/baselines)
+    from benchmarks.sampler_eval.baselines import geometric
+
+    p = len(good) / len(grid)
+    exact = geometric(p)
+    summary["random_exact"] = {"median_trials": exact[1], "iqr": [exact[0], exact[2]], "chance": round(p, 5)}
+    ratio = summary["tpe"]["median_trials"] / exact[1]
+    summary["tpe_over_random_exact"] = round(ratio, 3)
+    print(
+        f"random (exact: geometric, one draw lands with a chance of {p:.1%}) median trials {exact[1]:g}; "
+        f"tpe / random {ratio:.2f}"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"wrote {args.out / 'summary.json'}")
@@ -384,8 +410,20 @@ def main() -> None:
     r.add_argument("--within", type=float, default=0.05, help="share of the best mean that counts as found")
     r.add_argument("--level", type=int, help="the concurrency to replay (default: the first measured)")
     r.add_argument("--out", type=Path, default=RESULTS)
+    if __package__ in (None, ""):  # run as a file (benchmarks/sampler_replay.py): the set is a package
+        sys.path.insert(0, str(REPO))
+    from benchmarks.sampler_eval.__main__ import add_run_arguments, quiet
+    from benchmarks.sampler_eval.__main__ import run as evaluate
+
+    add_run_arguments(
+        sub.add_parser("eval", help="the whole evaluation set, or --grid's grids, in one table")
+    )
     args = p.parse_args()
-    (measure if args.cmd == "measure" else replay)(args)
+    if args.cmd == "eval":
+        quiet()
+        evaluate(args)
+    else:
+        (measure if args.cmd == "measure" else replay)(args)
 
 
 if __name__ == "__main__":

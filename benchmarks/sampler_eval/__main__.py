@@ -1,14 +1,18 @@
 """The sampler's evaluation set, in one command (issue 55).
 
     .venv/bin/python -m benchmarks.sampler_eval run [--split held-out] [--seeds 40] [--jobs 2]
+    .venv/bin/python -m benchmarks.sampler_replay eval          # the same command
 
 replays nova's sampler and the baselines on every table of the split and writes
 ``benchmarks/results/sampler-eval/results.json`` and ``table.md`` (one row a table: random's,
 random-without-repeats', Optuna's default TPE's and nova's median trials to within 5 % of the best,
-the spread over seeds, nova's to within 10 %, nova over random, and whether it meets half of random's
-or why not). ``tune`` replays variants of nova's sampler on the training split only (few seeds) and
-prints one line each; ``split`` prints the committed split, or draws it (``--write``: once, before any
-tuning; it is committed in ``split.json``).
+the spread over seeds, nova over random, and whether it meets half of random's or why not; then the
+same samplers' trials to within 10 %). ``run --grid SPEC TABLE --out DIR`` does the same on measured
+grids that are not in the set (``benchmarks/sampler_replay.py measure`` wrote them: each level, each
+objective its rows hold), the figure checked on tables nova was never tuned on.
+``tune`` replays variants of nova's sampler on the training split only (few seeds) and prints one
+line each; ``split`` prints the committed split, or draws it (``--write``: once, before any tuning;
+it is committed in ``split.json``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from benchmarks.sampler_eval.baselines import reference
 from benchmarks.sampler_eval.replay import replay, summarize
 from benchmarks.sampler_eval.samplers import registry, variant
 from benchmarks.sampler_eval.synthetic import generate
-from benchmarks.sampler_eval.tables import RESULTS, Table, cpu_grid_tables, study_tables
+from benchmarks.sampler_eval.tables import RESULTS, Table, cpu_grid_tables, measured_grid_tables, study_tables
 from nova_search.search.sampler import TpeSettings
 
 HERE = Path(__file__).resolve().parent
@@ -76,6 +80,19 @@ def read_split() -> dict[str, list[str]]:
     return json.loads(SPLIT.read_text())
 
 
+def grid_tables(grids: list[tuple[Path, Path]]) -> list[Table]:
+    """The tables of measured grids outside the set (``run --grid SPEC TABLE``), named after each
+    table's folder (``grid:<folder>/<objective>@<level>``; the file's name where two share one)."""
+    out: list[Table] = []
+    names = [t.parent.name for _, t in grids]
+    for spec, table in grids:
+        name = (
+            table.parent.name if names.count(table.parent.name) == 1 else f"{table.parent.name}-{table.stem}"
+        )
+        out += measured_grid_tables(f"grid:{name}", spec, table)
+    return out
+
+
 def pick(tables: list[Table], split: str) -> list[Table]:
     known = read_split()
     sources = {s for part in known.values() for s in part}
@@ -106,8 +123,8 @@ def _job(args: tuple[str, str, int, int, str | None]) -> tuple[str, str, list[An
 _TABLES: dict[str, Table] = {}
 
 
-def _load(split: str) -> list[Table]:
-    tables = pick(all_tables(), split)
+def _load(split: str, grids: tuple[tuple[Path, Path], ...] = ()) -> list[Table]:
+    tables = grid_tables(list(grids)) if grids else pick(all_tables(), split)
     _TABLES.update({t.name: t for t in tables})
     return tables
 
@@ -119,7 +136,7 @@ def evaluate(
     work = [(t.name, n, seeds, cap, n if variant else None) for t in tables for n in names]
     out: dict[str, dict[str, Any]] = {t.name: {} for t in tables}
     if jobs > 1:
-        with ProcessPoolExecutor(jobs, initializer=_load, initargs=(_SPLIT_CHOSEN[0],)) as pool:
+        with ProcessPoolExecutor(jobs, initializer=_load, initargs=_CHOSEN) as pool:
             done = list(pool.map(_job, work, chunksize=1))
     else:
         done = [_job(w) for w in work]
@@ -128,7 +145,8 @@ def evaluate(
     return out
 
 
-_SPLIT_CHOSEN = ["held-out"]
+#: what the pool's processes load (``_load``'s arguments): the split, or the measured grids of ``--grid``
+_CHOSEN: list[Any] = ["held-out", ()]
 
 
 def _reference(table_name: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -140,7 +158,7 @@ def references(tables: list[Table], jobs: int) -> dict[str, dict[str, Any]]:
     """Per table: random search's and random search without repeats' figures (``baselines``)."""
     names = [t.name for t in tables]
     if jobs > 1:
-        with ProcessPoolExecutor(jobs, initializer=_load, initargs=(_SPLIT_CHOSEN[0],)) as pool:
+        with ProcessPoolExecutor(jobs, initializer=_load, initargs=_CHOSEN) as pool:
             done = list(pool.map(_reference, names, chunksize=1))
     else:
         done = [_reference(n) for n in names]
@@ -170,16 +188,26 @@ def verdict(row: dict[str, Any], table: Table) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
-    _SPLIT_CHOSEN[0] = args.split
+    for flag in ("seeds", "cap", "jobs"):
+        if getattr(args, flag) < 1:
+            raise SystemExit(f"--{flag}: {getattr(args, flag)}; it must be at least 1")
+    grids = tuple((Path(s), Path(t)) for s, t in args.grid or ())
+    if grids and args.out is None:
+        raise SystemExit(f"--out: where to write the table of --grid's tables ({OUT} is the whole set's)")
+    out = args.out or OUT
+    _CHOSEN[:] = [args.split, grids]
     started = time.monotonic()
-    tables = [t for t in _load(args.split) if t.name.startswith(args.only)]
+    tables = [t for t in _load(args.split, grids) if t.name.startswith(args.only)]
+    if not tables:
+        raise SystemExit(f"--only {args.only!r}: no table's name starts so")
     held = set(read_split()["held_out"])
     names = ["nova", *REPLAYED, *(["gp"] if args.gp else [])]
     results = evaluate(tables, names, args.seeds, args.cap, args.jobs)
     exact = references(tables, args.jobs)
     rows = []
     for t in tables:
-        row = {"table": t.name, "split": "held-out" if t.source in held else "train", "kind": t.kind}
+        split_of = "unseen" if grids else "held-out" if t.source in held else "train"
+        row = {"table": t.name, "split": split_of, "kind": t.kind}
         row.update({"direction": t.direction, "note": t.note, **t.census()})
         row.update(exact[t.name])
         row.update(results[t.name])
@@ -192,14 +220,27 @@ def run(args: argparse.Namespace) -> None:
         "cap": args.cap,
         "elapsed_s": round(elapsed),
         "samplers": names,
-        "splits": {s: standing([r for r in rows if r["split"] == s], names) for s in ("held-out", "train")},
+        "splits": {s: standing([r for r in rows if r["split"] == s], names) for s in SPLITS if _has(rows, s)},
         "rows": rows,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(report, separators=(",", ":")) + "\n")
-    (args.out / "table.md").write_text(markdown(report))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(report, separators=(",", ":")) + "\n")
+    (out / "table.md").write_text(markdown(report))
     print(markdown(report))
-    print(f"{len(rows)} tables, {args.seeds} seeds, {elapsed:.0f} s; wrote {args.out}")
+    print(f"{len(rows)} tables, {args.seeds} seeds, {elapsed:.0f} s; wrote {out}")
+
+
+#: the splits a report shows, in its order: measured grids given with ``--grid``, then the set's halves
+SPLITS = ("unseen", "held-out", "train")
+_TITLES = {
+    "unseen": "measured grids outside the set (--grid), never tuned on",
+    "held-out": "held-out",
+    "train": "train",
+}
+
+
+def _has(rows: list[dict[str, Any]], split: str) -> bool:
+    return any(r["split"] == split for r in rows)
 
 
 def standing(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
@@ -236,14 +277,14 @@ def markdown(report: dict[str, Any]) -> str:
         f"({report['elapsed_s']} s). Median trials to within 5 % of the best [interquartile range over "
         "seeds]; random search's are exact (geometric), without repeats simulated (4000 orders).",
     ]
-    for split in ("held-out", "train"):
+    for split in SPLITS:
         rows = [r for r in report["rows"] if r["split"] == split]
         if not rows:
             continue
         st = report["splits"][split]
         lines += [
             "",
-            f"## {split} ({st['tables']} tables)",
+            f"## {_TITLES[split]} ({st['tables']} tables)",
             "",
             f"nova at most {GOAL:g}x random's median on {st['met']} of {st['tables']} tables; "
             f"{st['cannot']} cannot (the verdicts say why). Where random needs more than 2 trials "
@@ -270,13 +311,39 @@ def markdown(report: dict[str, Any]) -> str:
                 + f"| {_cell(r['nova'])} | {r['random']['median_10']:g}, {_cell(r['nova'], '10')} "
                 f"| {r['nova_over_random']:.2f} | {r['verdict']} |"
             )
+    for split in SPLITS:
+        rows = [r for r in report["rows"] if r["split"] == split]
+        if rows:
+            lines += ["", *_within_10(rows, report["samplers"], _TITLES[split])]
     return "\n".join(lines) + "\n"
+
+
+def _within_10(rows: list[dict[str, Any]], samplers: list[str], title: str) -> list[str]:
+    """A split's trials to within 10 % of the best, every sampler, [interquartile range over seeds]."""
+    replayed = [n for n in ("optuna_default", "nova_before", "gp") if n in samplers]  # as the 5 % table
+    header = {"optuna_default": "Optuna default TPE", "nova_before": "nova before", "gp": "nova around GP"}
+    lines = [
+        f"### {title}: median trials to within 10 % of the best",
+        "",
+        "| table | configurations within 10 % | random | random, no repeats | "
+        + " | ".join(header.get(n, n) for n in replayed)
+        + " | nova |",
+        "|---|---|---|---|" + "---|" * len(replayed) + "---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['table']} | {r['within_10']} | {_cell(r['random'], '10')} "
+            f"| {_cell(r['random_no_repeat'], '10')} | "
+            + " | ".join(_cell(r[n], "10") for n in replayed)
+            + f" | {_cell(r['nova'], '10')} |"
+        )
+    return lines
 
 
 def tune(args: argparse.Namespace) -> None:
     """Variants of nova's sampler on the training split: per variant, the geometric mean over the
     tables of its median trials over random's, and the tables where it is at most half of random's."""
-    _SPLIT_CHOSEN[0] = "train"
+    _CHOSEN[:] = ["train", ()]
     tables = _load("train")
     names = args.variant
     base = references(tables, args.jobs)
@@ -313,19 +380,38 @@ def split(args: argparse.Namespace) -> None:
     print(SPLIT.read_text())
 
 
-def main(argv: list[str] | None = None) -> None:
-    warnings.simplefilter("ignore")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="replay nova and the baselines on a split and write the table")
+def add_run_arguments(r: argparse.ArgumentParser) -> None:
+    """``run``'s arguments (``benchmarks/sampler_replay.py eval`` takes the same)."""
     r.add_argument("--split", choices=["held-out", "train", "all"], default="all")
+    r.add_argument(
+        "--grid",
+        nargs=2,
+        action="append",
+        metavar=("SPEC", "TABLE"),
+        help="a measured grid outside the set (its spec and the table `sampler_replay measure` wrote); "
+        "repeat for more: only these are replayed, and --out is needed",
+    )
     r.add_argument("--seeds", type=int, default=40)
     r.add_argument("--cap", type=int, default=100, help="trials a seed at most")
     r.add_argument("--jobs", type=int, default=1, help="processes")
     r.add_argument("--gp", action="store_true", help="also nova around Optuna's GPSampler (PyTorch, SciPy)")
     r.add_argument("--only", default="", help="the tables whose name starts so (e.g. cpu-grid/)")
-    r.add_argument("--out", type=Path, default=OUT)
+    r.add_argument("--out", type=Path, help=f"the folder for results.json and table.md (default {OUT})")
+
+
+def quiet() -> None:
+    """No warnings and no Optuna log lines: thousands of replayed studies would bury the table."""
+    warnings.simplefilter("ignore")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> None:
+    quiet()
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    add_run_arguments(
+        sub.add_parser("run", help="replay nova and the baselines on a split and write the table")
+    )
     t = sub.add_parser("tune", help="replay variants of nova's sampler on the training split")
     t.add_argument("--variant", action="append", required=True, help="settings, e.g. 'spread=1' (repeat)")
     t.add_argument("--seeds", type=int, default=8)

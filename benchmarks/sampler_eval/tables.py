@@ -208,21 +208,58 @@ CPU_GRIDS: dict[str, tuple[Path, Path]] = {
 def cpu_grid_tables() -> list[Table]:
     """Each measured CPU grid (two passes of ``vllm bench serve`` a configuration) at each level it was
     measured at, under each objective it measured and two combinations."""
+    return [
+        t for prefix, (spec, table) in CPU_GRIDS.items() for t in measured_grid_tables(prefix, spec, table)
+    ]
+
+
+def measured_grid_tables(prefix: str, spec_path: Path, table_path: Path) -> list[Table]:
+    """A grid measured by ``benchmarks/sampler_replay.py measure`` (``spec_path``: its spec;
+    ``table_path``: its rows) as tables: at each level it was measured at, one table an objective
+    its rows hold (``prefix/objective@level``). A configuration of the spec's space that the rows do
+    not have, or a file that is not there, is a ``SystemExit`` naming it."""
     import yaml
 
-    from benchmarks.sampler_replay import at_level, levels_of, read_table
+    from benchmarks.sampler_replay import at_level, grid_params, levels_of, read_table
+    from nova_search.errors import SpecError
+    from nova_search.spec.reader import load_spec
 
+    for path in (spec_path, table_path):
+        if not path.is_file():
+            raise SystemExit(f"{path}: no such file (a grid is its spec and the table `measure` wrote)")
+    try:
+        grid = grid_params(load_spec(spec_path))
+    except SpecError as e:
+        raise SystemExit(f"{spec_path}: {e}") from e
+    rows = read_table(table_path)
+    if not levels_of(rows):
+        raise SystemExit(f"{table_path}: no configuration measured (`measure` writes it)")
+    raw = yaml.safe_load(spec_path.read_text())
     out = []
-    for prefix, (spec_path, table_path) in CPU_GRIDS.items():
-        rows = read_table(table_path)
-        raw = yaml.safe_load(spec_path.read_text())
-        for level in levels_of(rows):
-            out += _grid_tables(prefix, raw, at_level(rows, level), level)
+    for level in levels_of(rows):
+        here = at_level(rows, level)
+        have = {r["key"] for r in here}
+        missing = [key(p) for p in grid if key(p) not in have]
+        if missing:
+            raise SystemExit(
+                f"{table_path}: {len(missing)} of the {len(grid)} configurations of {spec_path}'s space "
+                f"are not in it at c={level}, e.g. {missing[0]} (`measure` measures the rest)"
+            )
+        out += _grid_tables(prefix, raw, here, level)
     return out
 
 
+#: a row's figures, and the objectives that read each (TTFT p99 and throughput make two more)
+_METRICS = {
+    "output_throughput": "maximize",
+    "ttft_p99_ms": "minimize",
+    "ttft_median_ms": "minimize",
+    "tpot_median_ms": "minimize",
+}
+
+
 def _grid_tables(prefix: str, raw: dict[str, Any], rows: list[dict[str, Any]], level: int) -> list[Table]:
-    """One measured grid (``raw``: its spec) at one level: a table an objective."""
+    """One measured grid (``raw``: its spec) at one level: a table an objective its rows hold."""
     by: dict[str, dict[str, Any]] = {}
     for r in rows:
         e = by.setdefault(r["key"], {"params": r["params"], "launchable": r["launchable"], "rows": []})
@@ -230,21 +267,31 @@ def _grid_tables(prefix: str, raw: dict[str, Any], rows: list[dict[str, Any]], l
             e["rows"].append(r)
         else:
             e["reason"] = r["reason"]
+    runnable = [e for e in by.values() if e["launchable"]]
+    held = set(_METRICS)
+    for e in runnable:
+        for r in e["rows"]:
+            held &= set(r)
 
     def mean(e: dict[str, Any], metric: str) -> float:
         return statistics.fmean(r[metric] for r in e["rows"])
 
-    metrics = {
-        f"output_throughput@{level}": ("maximize", lambda e: mean(e, "output_throughput")),
-        f"ttft_p99_ms@{level}": ("minimize", lambda e: mean(e, "ttft_p99_ms")),
-        f"ttft_median_ms@{level}": ("minimize", lambda e: mean(e, "ttft_median_ms")),
-        f"tpot_median_ms@{level}": ("minimize", lambda e: mean(e, "tpot_median_ms")),
-        f"cost@{level}": ("minimize", lambda e: mean(e, "ttft_p99_ms") / mean(e, "output_throughput")),
+    metrics: dict[str, tuple[str, Any]] = {
+        f"{m}@{level}": (d, lambda e, m=m: mean(e, m)) for m, d in _METRICS.items() if m in held
     }
-    runnable = [e for e in by.values() if e["launchable"]]
-    slo = statistics.median(mean(e, "ttft_p99_ms") for e in runnable)
+    both = {"ttft_p99_ms", "output_throughput"} <= held
+    if both:
+        metrics[f"cost@{level}"] = (
+            "minimize",
+            lambda e: mean(e, "ttft_p99_ms") / mean(e, "output_throughput"),
+        )
+        slo = statistics.median(mean(e, "ttft_p99_ms") for e in runnable)
+        metrics[f"slo_throughput@{level}"] = ("maximize", None)
+    hosts = sorted({r["host"] for e in runnable for r in e["rows"] if r.get("host")})
+    passes = len({r["pass"] for r in rows if "pass" in r})
+    device = (raw.get("engine") or {}).get("device", "cuda")
     out = []
-    for objective, (direction, figure) in [*metrics.items(), (f"slo_throughput@{level}", ("maximize", None))]:
+    for objective, (direction, figure) in metrics.items():
         entries = []
         for e in by.values():
             if not e["launchable"]:
@@ -263,9 +310,9 @@ def _grid_tables(prefix: str, raw: dict[str, Any], rows: list[dict[str, Any]], l
                 direction=direction,
                 space=raw["space"],
                 entries=tuple(entries),
-                device="cpu",
+                device=device,
                 spec_dict=raw,
-                note="measured: CPU build, tiny model, 2 passes"
+                note=f"measured: {device}{' (' + ', '.join(hosts) + ')' if hosts else ''}, {passes} passes"
                 + (f"; SLO TTFT p99 <= {slo:.0f} ms" if figure is None else ""),
             )
         )

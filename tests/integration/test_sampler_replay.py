@@ -75,3 +75,21 @@ def test_measure_boots_the_grid_with_novas_launcher_and_replay_summarises_it(
     for name in ("tpe", "random", "grid"):
         # one launchable configuration of two: found by the first or second trial, every seed
         assert summary[name]["not_found"] == 0 and summary[name]["median_trials"] in (1, 1.5, 2)
+
+    # the evaluation set's figure on this grid (eval --grid): each objective at each level, a verdict each
+    evaluated = tmp_path / "eval"
+    grid_eval = subprocess.run(
+        [*replay, "eval", "--grid", str(spec_path), str(table), "--out", str(evaluated), "--seeds", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert grid_eval.returncode == 0, grid_eval.stdout + grid_eval.stderr
+    report = json.loads((evaluated / "results.json").read_text())
+    assert {r["table"] for r in report["rows"]} >= {
+        f"grid:{tmp_path.name}/output_throughput@{c}" for c in (2, 4)
+    }
+    for r in report["rows"]:
+        # one launchable configuration of two: random needs 1 or 2 trials, too few to halve
+        assert r["configurations"] == 2 and r["launchable"] == 1 and r["verdict"].startswith("cannot:")
