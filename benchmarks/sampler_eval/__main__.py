@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import statistics
 import sys
@@ -393,7 +394,9 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     )
     r.add_argument("--seeds", type=int, default=40)
     r.add_argument("--cap", type=int, default=100, help="trials a seed at most")
-    r.add_argument("--jobs", type=int, default=1, help="processes")
+    r.add_argument(
+        "--jobs", type=int, default=len(os.sched_getaffinity(0)), help="processes (default: the cores)"
+    )
     r.add_argument("--gp", action="store_true", help="also nova around Optuna's GPSampler (PyTorch, SciPy)")
     r.add_argument("--only", default="", help="the tables whose name starts so (e.g. cpu-grid/)")
     r.add_argument("--out", type=Path, help=f"the folder for results.json and table.md (default {OUT})")
@@ -416,7 +419,9 @@ def main(argv: list[str] | None = None) -> None:
     t.add_argument("--variant", action="append", required=True, help="settings, e.g. 'spread=1' (repeat)")
     t.add_argument("--seeds", type=int, default=8)
     t.add_argument("--cap", type=int, default=100)
-    t.add_argument("--jobs", type=int, default=1)
+    t.add_argument(
+        "--jobs", type=int, default=len(os.sched_getaffinity(0)), help="processes (default: the cores)"
+    )
     t.add_argument("--out", type=Path)
     t.add_argument("--detail", action="store_true", help="each table's figures too")
     s = sub.add_parser("split", help="print the split (--write: draw it, once)")

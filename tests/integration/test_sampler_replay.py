@@ -79,7 +79,19 @@ def test_measure_boots_the_grid_with_novas_launcher_and_replay_summarises_it(
     # the evaluation set's figure on this grid (eval --grid): each objective at each level, a verdict each
     evaluated = tmp_path / "eval"
     grid_eval = subprocess.run(
-        [*replay, "eval", "--grid", str(spec_path), str(table), "--out", str(evaluated), "--seeds", "2"],
+        [
+            *replay,
+            "eval",
+            "--grid",
+            str(spec_path),
+            str(table),
+            "--out",
+            str(evaluated),
+            "--seeds",
+            "2",
+            "--jobs",
+            "1",
+        ],
         env=env,
         capture_output=True,
         text=True,

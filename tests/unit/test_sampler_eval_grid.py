@@ -69,7 +69,7 @@ def _grid(tmp_path: Path, short: bool = False) -> tuple[Path, Path]:
 
 def _eval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "benchmarks.sampler_replay", "eval", *args]
+    cmd = [sys.executable, "-m", "benchmarks.sampler_replay", "eval", "--jobs", "1", *args]
     return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
