@@ -35,12 +35,13 @@ def test_measure_boots_the_grid_with_novas_launcher_and_replay_summarises_it(
     spec_path.write_text(yaml.safe_dump(spec))
     table = tmp_path / "table.jsonl"
     env = {**os.environ, "NOVA_ENGINE_PYTHON": engine_python, "PYTHONPATH": str(REPO)}
-    replay = [sys.executable, "-m", "benchmarks.sampler_replay"]
-    base = [*replay, "--spec", str(spec_path), "--table", str(table)]
+    base = ["--spec", str(spec_path), "--table", str(table)]
 
-    measured = subprocess.run(
-        [*base, "measure", "--passes", "1"], env=env, capture_output=True, text=True, timeout=600
-    )
+    def replay(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "benchmarks.sampler_replay", *args]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+    measured = replay(*base, "measure", "--passes", "1", timeout=600)
     assert measured.returncode == 0, measured.stdout + measured.stderr
     written = [json.loads(line) for line in table.read_text().splitlines()]
     refused = [r for r in written if not r["params"]["enable_chunked_prefill"]]
@@ -54,48 +55,29 @@ def test_measure_boots_the_grid_with_novas_launcher_and_replay_summarises_it(
     assert refused[0]["reason"].startswith("chunked_prefill_budget:")
     assert "boot_s" not in refused[0]  # refused before boot, as a worker refuses it
 
-    again = subprocess.run([*base, "measure", "--passes", "1"], env=env, capture_output=True, text=True)
+    again = replay(*base, "measure", "--passes", "1", timeout=600)
     assert again.returncode == 0 and len(table.read_text().splitlines()) == 3  # nothing measured twice
 
-    unmeasured = subprocess.run([*base, "replay", "--level", "8"], env=env, capture_output=True, text=True)
+    unmeasured = replay(*base, "replay", "--level", "8")
     assert unmeasured.returncode != 0 and "--level 8: the table was measured at 2, 4" in unmeasured.stderr
 
     out = tmp_path / "results"
-    replayed = subprocess.run(
-        [*base, "replay", "--level", "4", "--seeds", "3", "--trials", "4", "--out", str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    replayed = replay(*base, "replay", "--level", "4", "--seeds", "3", "--trials", "4", "--out", str(out))
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["table"]["launchable"] == 1 and summary["table"]["configurations"] == 2
     assert summary["table"]["concurrency"] == 4
+    # random search's exact figure beside the replayed one: one draw of two lands, so 1 at the median
+    assert summary["random_exact"] == {"median_trials": 1.0, "iqr": [1.0, 2.0], "chance": 0.5}
+    assert summary["tpe_over_random_exact"] == summary["tpe"]["median_trials"]
     for name in ("tpe", "random", "grid"):
         # one launchable configuration of two: found by the first or second trial, every seed
         assert summary[name]["not_found"] == 0 and summary[name]["median_trials"] in (1, 1.5, 2)
 
     # the evaluation set's figure on this grid (eval --grid): each objective at each level, a verdict each
     evaluated = tmp_path / "eval"
-    grid_eval = subprocess.run(
-        [
-            *replay,
-            "eval",
-            "--grid",
-            str(spec_path),
-            str(table),
-            "--out",
-            str(evaluated),
-            "--seeds",
-            "2",
-            "--jobs",
-            "1",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    grid_eval = replay(
+        "eval", "--grid", str(spec_path), str(table), "--out", str(evaluated), "--seeds", "2", "--jobs", "1"
     )
     assert grid_eval.returncode == 0, grid_eval.stdout + grid_eval.stderr
     report = json.loads((evaluated / "results.json").read_text())
