@@ -202,6 +202,12 @@ CPU_GRIDS: dict[str, tuple[Path, Path]] = {
         REPO / "benchmarks" / "sampler_replay_levels.yaml",
         RESULTS / "sampler-replay-cpu-levels" / "table.jsonl",
     ),
+    # 24 configurations, a prefill-heavy workload at c=8 and c=32, measured after round 12 of the
+    # tuning: every table of it is held out
+    "cpu-grid-prefill": (
+        REPO / "benchmarks" / "sampler_replay_prefill.yaml",
+        RESULTS / "sampler-replay-cpu-prefill" / "table.jsonl",
+    ),
 }
 
 

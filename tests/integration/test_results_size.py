@@ -17,8 +17,9 @@ RESULTS = REPO / "benchmarks" / "results"
 #: the whole tree's bound: 6.5 MB tracked when it was set, of which the studies' SQLite storages
 #: (study.db, kept as they are: every reader opens them with sqlite:///) are 3.7 MB; raised from 7.0 MB
 #: for the H100 Qwen3-30B-A3B study (issue 49: its storage and dump, 0.47 MB), from 7.5 MB for the second
-#: measured CPU grid (issue 55: its table and two replays, 0.08 MB)
-MAX_TOTAL_BYTES = 7_600_000
+#: measured CPU grid (issue 55: its table and two replays, 0.08 MB), from 7.6 MB for the third (0.06 MB)
+#: and the evaluation's within-10 % tables (0.03 MB)
+MAX_TOTAL_BYTES = 7_800_000
 
 #: one file's bound; a file over it is listed here with the reason it has to be whole
 MAX_FILE_BYTES = 1_000_000

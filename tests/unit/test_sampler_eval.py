@@ -43,9 +43,10 @@ def test_the_split_holds_every_table_once_and_its_halves_apart() -> None:
     # each family in both halves
     for family in ("cpu-grid/", "study/", "synthetic/"):
         assert any(s.startswith(family) for s in train) and any(s.startswith(family) for s in held)
-    # the grid measured after the tuning: all of it held out, at both of its levels
-    later = {s for s in sources if s.startswith("cpu-grid-levels/")}
-    assert later <= held and {s.rsplit("@", 1)[1] for s in later} == {"4", "16"}
+    # the grids measured after the tuning: all of them held out, at both of their levels
+    for grid, levels in (("cpu-grid-levels/", {"4", "16"}), ("cpu-grid-prefill/", {"8", "32"})):
+        later = {s for s in sources if s.startswith(grid)}
+        assert later <= held and {s.rsplit("@", 1)[1] for s in later} == levels
 
 
 def test_random_searchs_exact_figures_agree_with_a_replayed_random_search() -> None:
