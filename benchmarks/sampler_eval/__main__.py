@@ -278,8 +278,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"({report['elapsed_s']} s). Median trials to within 5 % of the best [interquartile range over "
         "seeds]; random search's are exact (geometric), without repeats simulated (4000 orders).",
     ]
-    for split in SPLITS:
-        rows = [r for r in report["rows"] if r["split"] == split]
+    by_split = {s: [r for r in report["rows"] if r["split"] == s] for s in SPLITS}
+    for split, rows in by_split.items():
         if not rows:
             continue
         st = report["splits"][split]
@@ -312,8 +312,7 @@ def markdown(report: dict[str, Any]) -> str:
                 + f"| {_cell(r['nova'])} | {r['random']['median_10']:g}, {_cell(r['nova'], '10')} "
                 f"| {r['nova_over_random']:.2f} | {r['verdict']} |"
             )
-    for split in SPLITS:
-        rows = [r for r in report["rows"] if r["split"] == split]
+    for split, rows in by_split.items():
         if rows:
             lines += ["", *_within_10(rows, report["samplers"], _TITLES[split])]
     return "\n".join(lines) + "\n"
