@@ -95,10 +95,14 @@ class _LocalControl:
         loop = asyncio.get_running_loop()
         self.ready_seen: asyncio.Future[bool] = loop.create_future()
         self.go_at: asyncio.Future[tuple[float, bool]] = loop.create_future()
+        self.started_at: asyncio.Future[float] = loop.create_future()
 
     async def ready(self, multi_token_chunks: bool) -> tuple[float, bool]:
         self.ready_seen.set_result(multi_token_chunks)
         return await self.go_at
+
+    def started(self, at: float) -> None:
+        self.started_at.set_result(at)
 
 
 class _InProcess:
@@ -120,6 +124,12 @@ class _InProcess:
 
     def go(self, t0: float, per_chunk_usage: bool) -> None:
         self.control.go_at.set_result((t0, per_chunk_usage))
+
+    async def window_start(self) -> float | None:
+        """When the share's window started; None if it ended (raised) before."""
+        started = asyncio.ensure_future(self.control.started_at)
+        await asyncio.wait([started, self.task], return_when=asyncio.FIRST_COMPLETED)
+        return started.result() if started.done() else None
 
     def done_count(self) -> int:
         return self.done.read()
@@ -186,6 +196,9 @@ class _PipeControl:
         loop.add_reader(self.conn.fileno(), os._exit, 5)
         return float(message[1]), bool(message[2])
 
+    def started(self, at: float) -> None:
+        pass  # the parent reads /metrics from t0, the start every process sleeps until
+
     def _recv(self) -> Any:
         try:
             return self.conn.recv()
@@ -237,6 +250,7 @@ class _Spawned:
         self.procs: list[Any] = []
         self.conns: list[multiprocessing.connection.Connection] = []
         self.timeout_s = START_TIMEOUT_S + plan.request_timeout_s
+        self.t0: float | None = None
         groups = core_groups(cpus, len(parts))
         try:
             for share, group in zip(parts, groups, strict=True):
@@ -284,8 +298,12 @@ class _Spawned:
         return await asyncio.to_thread(self._collect, "ready", self.timeout_s)
 
     def go(self, t0: float, per_chunk_usage: bool) -> None:
+        self.t0 = t0
         for conn in self.conns:
             conn.send(("go", t0, per_chunk_usage))
+
+    async def window_start(self) -> float | None:
+        return self.t0  # every process sleeps until it (GO_MARGIN_S ahead) and stamps its start after
 
     def done_count(self) -> int:
         return int(self.done.value)
@@ -331,7 +349,7 @@ async def _run(
         clients.go(t0, per_chunk_usage)
         stop = asyncio.Event()
         poller = (
-            asyncio.create_task(reader.poll(t0 + plan.metrics_interval_s, plan.metrics_interval_s, stop))
+            asyncio.create_task(_poll(clients, reader, plan.metrics_interval_s, stop))
             if reader is not None
             else None
         )
@@ -350,6 +368,17 @@ async def _run(
         clients.close()
         if reader is not None:
             reader.close()
+
+
+async def _poll(
+    clients: _InProcess | _Spawned, reader: MetricsReader, interval: float, stop: asyncio.Event
+) -> None:
+    """Reads /metrics an interval after the window started (the share's own stamp when it runs in this
+    process: a stall between ``t0`` and that stamp never puts a read on the first requests), then every
+    interval until ``stop``."""
+    start = await clients.window_start()
+    if start is not None:
+        await reader.poll(start + interval, interval, stop)
 
 
 async def _tick(clients: _InProcess | _Spawned, on_progress: Progress, stop: asyncio.Event) -> None:

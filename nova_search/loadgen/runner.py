@@ -16,9 +16,11 @@ A level, whatever the number of processes:
    common (request count: every prompt once; duration: a prefix of the stream, none skipped);
    open loop, every share computes the same schedule and sends the arrivals whose index it owns
    (index mod shares), so the rate is split and the merged arrivals are one schedule;
-4. while the window is open, /metrics is read every ``metrics_interval_s`` (the text is kept and
-   parsed after the window: the Prometheus parser is slow and must not delay chunk timestamps), and
-   once more after the last request.
+4. while the window is open, /metrics is read every ``metrics_interval_s`` from one interval after
+   its start (the share's own stamp in this process, so a stall between ``t0`` and that stamp never
+   puts a read on the first requests; ``t0`` with client processes, which sleep until it); the text
+   is kept and parsed after the window (the Prometheus parser is slow and must not delay chunk
+   timestamps), and read once more after the last request.
 
 The window runs from the earliest share start to the last completion.
 """
@@ -176,9 +178,13 @@ class LocalDone:
 
 class Control(Protocol):
     """How a share meets the barrier: says it is ready (and whether its warmup saw chunks of several
-    tokens), and learns the start time and whether to ask for running usage."""
+    tokens), learns the start time and whether to ask for running usage, and says when its window
+    started (the engine's /metrics are first read an interval after that, never on its first
+    requests)."""
 
     async def ready(self, multi_token_chunks: bool) -> tuple[float, bool]: ...
+
+    def started(self, at: float) -> None: ...
 
 
 class _Cursor:
@@ -402,6 +408,7 @@ async def run_share(
         if delay > 0:
             await asyncio.sleep(delay)
         start = time.perf_counter()
+        control.started(start)
         cpu0 = time.process_time()
         deadline = t0 + plan.duration_s if plan.duration_s is not None else None
         # the level's error budget: a share abandons once its own failures pass the whole level's

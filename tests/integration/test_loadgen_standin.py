@@ -11,6 +11,7 @@ import math
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 from nova_search.engine.probe import parse_metrics, read_version
+from nova_search.loadgen import procs
 from nova_search.loadgen.client import Target, send
 from nova_search.loadgen.http import Pool
 from nova_search.loadgen.procs import run_level
@@ -266,6 +268,31 @@ def test_engine_metrics_are_sampled_during_the_window(standin) -> None:
     assert res.spec_mean_acceptance_length == pytest.approx(k)
     assert res.spec_accepted_per_pos == pytest.approx([1.0, 1.0])
     assert samples[-1].values["vllm:num_requests_running"] == 0  # read after the last request
+
+
+def test_a_stall_before_the_start_never_puts_a_read_on_the_first_requests(standin, monkeypatch) -> None:
+    # the event loop stalls 100 ms between the go (t0) and the share stamping its start, as a VM's
+    # scheduler can: /metrics is still first read an interval after the start, not after t0
+    go = procs._InProcess.go
+
+    def stalled_go(self, t0: float, per_chunk_usage: bool) -> None:
+        asyncio.get_running_loop().call_soon(time.sleep, 0.1)  # runs before the share resumes
+        go(self, t0, per_chunk_usage)
+
+    monkeypatch.setattr(procs._InProcess, "go", stalled_go)
+    srv = standin(ttft_s=0.02, itl_s=0.01)
+    plan = LevelPlan(
+        concurrency=2,
+        warmup=prompts(2, 3),
+        prompts=prompts(8, 10),
+        metrics_url=f"{srv.base_url}/metrics",
+        metrics_interval_s=0.05,
+    )
+    run = run_level(target(srv), plan)
+    samples = run.engine_samples
+    assert samples[0].time < run.window_start
+    assert len(samples) >= 3
+    assert all(s.time >= run.window_start + plan.metrics_interval_s for s in samples[1:])
 
 
 # -- the stand-in itself --------------------------------------------------------------------------
