@@ -185,6 +185,12 @@ def verdict(row: dict[str, Any], table: Table) -> str:
     )
     if half <= START:
         why += f", all within nova's start ({START:g} trials chosen without a figure to learn from)"
+    passes = row.get("passes_5")
+    if passes is not None and passes[2] == 0:
+        why += (
+            f"; its two passes alone share no configuration within 5 % of their best (pass 1 puts "
+            f"{passes[0]} there, pass 2 {passes[1]}): which ones are within 5 % is the measurement's noise"
+        )
     return why
 
 
@@ -255,6 +261,11 @@ def standing(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
         "cannot": sum(r["verdict"].startswith("cannot") for r in rows),
         "random_over_2": len(hard),
     }
+    # tables whose two passes alone share a configuration within 5 % of their best, and those whose
+    # passes share none (the band is the measurement's noise); tables of one pass are in neither
+    for name, test in (("passes_agree", lambda n: n > 0), ("passes_disagree", lambda n: n == 0)):
+        these = [r for r in rows if r.get("passes_5") is not None and test(r["passes_5"][2])]
+        out[name] = {"tables": len(these), "met": sum(r["verdict"] == "met" for r in these)}
     for name in names:
         ratios = [r[name]["median_5"] / r["random"]["median_5"] for r in hard]
         out[name] = {
@@ -295,9 +306,11 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{n} {st[n]['geo_over_random']} ({st[n]['met_where_random_over_2']})"
                 for n in report["samplers"]
             )
-            + ".",
+            + "."
+            + _noise_line(st),
             "",
-            "| table | configurations (runnable, within 5 %) | random | random, no repeats "
+            "| table | configurations (runnable, within 5 %; each pass alone, both) | random "
+            "| random, no repeats "
             + "| Optuna default TPE | nova before"
             + (" | nova around GP" if gp else "")
             + " | nova | within 10 %: random, nova | nova / random | verdict |",
@@ -305,7 +318,9 @@ def markdown(report: dict[str, Any]) -> str:
         ]
         for r in rows:
             lines.append(
-                f"| {r['table']} | {r['configurations']} ({r['launchable']}, {r['within_5']}) "
+                f"| {r['table']} | {r['configurations']} ({r['launchable']}, {r['within_5']}"
+                + ("" if r.get("passes_5") is None else "; {}, {}, {}".format(*r["passes_5"]))
+                + ") "
                 f"| {_cell(r['random'])} | {_cell(r['random_no_repeat'])} | {_cell(r['optuna_default'])} "
                 f"| {_cell(r['nova_before'])} "
                 + (f"| {_cell(r['gp'])} " if gp else "")
@@ -316,6 +331,20 @@ def markdown(report: dict[str, Any]) -> str:
         if rows:
             lines += ["", *_within_10(rows, report["samplers"], _TITLES[split])]
     return "\n".join(lines) + "\n"
+
+
+def _noise_line(st: dict[str, Any]) -> str:
+    """Where the split's tables keep two passes: how nova does where the passes agree on the 5 % band
+    and where they share no configuration of it."""
+    agree, disagree = st.get("passes_agree"), st.get("passes_disagree")
+    if not agree or not disagree or not agree["tables"] + disagree["tables"]:
+        return ""
+    return (
+        f" Of the tables that keep two passes, {disagree['tables']} have passes that alone share no "
+        f"configuration within 5 % of their best (which ones are within 5 % is the measurement's noise): "
+        f"nova at most half of random's on {disagree['met']} of them; on the {agree['tables']} whose "
+        f"passes share one or more, on {agree['met']}."
+    )
 
 
 def _within_10(rows: list[dict[str, Any]], samplers: list[str], title: str) -> list[str]:

@@ -64,6 +64,9 @@ class Entry:
     #: > 0: the configuration misses the table's SLO (told as a violated constraint); None: no SLO
     constraint: float | None = None
     reason: str | None = None
+    #: each pass's own (figure, constraint), where the table keeps its passes (the measured grids, the
+    #: synthetic surfaces); the entry's figure is their mean
+    passes: tuple[tuple[float, float | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,16 +130,39 @@ class Table:
             return Entry(dict(params), launchable=False, reason="; ".join(problems))
         return min(self.entries, key=lambda e: distance(params, e.params, dists))
 
+    def bands_by_pass(self, within: float = 0.05) -> list[set[str]] | None:
+        """The configurations within ``within`` of the best under each pass alone (its own best, its
+        own constraints); None where the table does not keep two passes of every runnable one."""
+        runnable = [e for e in self.entries if e.launchable]
+        if not runnable or min(len(e.passes) for e in runnable) < 2:
+            return None
+        bands = []
+        for i in range(2):
+            feasible = [(key(e.params), e.passes[i][0]) for e in runnable if (e.passes[i][1] or 0.0) <= 0]
+            if not feasible:
+                bands.append(set())
+                continue
+            if self.direction == "maximize":
+                top = max(v for _, v in feasible)
+                bands.append({k for k, v in feasible if v >= top * (1 - within)})
+            else:
+                top = min(v for _, v in feasible)
+                bands.append({k for k, v in feasible if v <= top * (1 + within)})
+        return bands
+
     def census(self) -> dict[str, Any]:
-        """What the table holds: configurations, how many run, how many are within 5 % and 10 %."""
+        """What the table holds: configurations, how many run, how many are within 5 % and 10 %, and
+        (where it keeps two passes) how many each pass alone puts within 5 % and how many both do."""
         values = [e for e in self.entries if e.launchable]
         feasible = [e for e in values if (e.constraint or 0.0) <= 0]
+        bands = self.bands_by_pass()
         return {
             "configurations": len(self.entries),
             "launchable": len(values),
             "feasible": len(feasible),
             "within_5": sum(self.good(e.value, 0.05) for e in feasible),
             "within_10": sum(self.good(e.value, 0.10) for e in feasible),
+            "passes_5": None if bands is None else [len(bands[0]), len(bands[1]), len(bands[0] & bands[1])],
         }
 
 
@@ -302,11 +328,15 @@ def _grid_tables(prefix: str, raw: dict[str, Any], rows: list[dict[str, Any]], l
         for e in by.values():
             if not e["launchable"]:
                 entries.append(Entry(e["params"], False, reason=e["reason"]))
-            elif figure is None:  # throughput, with TTFT p99 at most the grid's median as its SLO
+                continue
+            ordered = sorted(e["rows"], key=lambda r: r.get("pass", 1))
+            if figure is None:  # throughput, with TTFT p99 at most the grid's median as its SLO
                 c = mean(e, "ttft_p99_ms") - slo
-                entries.append(Entry(e["params"], True, mean(e, "output_throughput"), constraint=c))
+                passes = tuple((r["output_throughput"], r["ttft_p99_ms"] - slo) for r in ordered)
+                entries.append(Entry(e["params"], True, mean(e, "output_throughput"), c, passes=passes))
             else:
-                entries.append(Entry(e["params"], True, figure(e)))
+                passes = tuple((figure({"rows": [r]}), None) for r in ordered)
+                entries.append(Entry(e["params"], True, figure(e), passes=passes))
         out.append(
             Table(
                 name=f"{prefix}/{objective}",

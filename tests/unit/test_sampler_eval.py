@@ -64,6 +64,69 @@ def test_random_searchs_exact_figures_agree_with_a_replayed_random_search() -> N
     assert baselines.geometric(0.5) == (1.0, 1.0, 2.0) and baselines.geometric(1.0) == (1.0, 1.0, 1.0)
 
 
+def test_a_table_whose_passes_disagree_on_the_5_percent_band_says_its_band_is_noise() -> None:
+    """Each pass alone ranks the configurations; where no configuration is within 5 % of the best
+    under both, a miss says that which ones are within 5 % is the measurement's noise."""
+    ev = _eval()
+    tables = benchmark_script("sampler_eval/tables.py")
+    space = {"max_num_seqs": {"choices": [2, 4, 8, 16]}, "kv_cache_dtype": {"choices": ["auto", "fp8"]}}
+    # pass 1 puts (16, auto) on top, pass 2 (16, fp8); the rest trail by 20 % or more in both
+    figures = {(16, "auto"): (100.0, 80.0), (16, "fp8"): (80.0, 100.0), (8, "auto"): (78.0, 76.0)}
+    entries = []
+    for seqs in (2, 4, 8, 16):
+        for kv in ("auto", "fp8"):
+            p1, p2 = figures.get((seqs, kv), (10.0 * seqs, 10.0 * seqs))
+            entries.append(
+                tables.Entry(
+                    {"max_num_seqs": seqs, "kv_cache_dtype": kv},
+                    True,
+                    (p1 + p2) / 2,
+                    passes=((p1, None), (p2, None)),
+                )
+            )
+    table = tables.Table("t/x@4", "t", "grid", "x@4", "maximize", space, entries=tuple(entries))
+    census = table.census()
+    assert census["within_5"] == 2  # both at 90 in the mean
+    assert census["passes_5"] == [1, 1, 0]
+    row = {
+        "nova": {"median_5": 4.0},
+        "random": {"median_5": 5.0, "chance_5": 0.25},
+        "random_no_repeat": {"median_5": 4.0},
+        "nova_over_random": 0.8,
+        **census,
+    }
+    assert "which ones are within 5 % is the measurement's noise" in ev.verdict(row, table)
+    assert "(pass 1 puts 1 there, pass 2 1)" in ev.verdict(row, table)
+    # passes that share the top: no such words; a table of one pass: none either
+    agree = tables.Table(
+        "t/y@4",
+        "t",
+        "grid",
+        "y@4",
+        "maximize",
+        space,
+        entries=tuple(
+            tables.Entry(e.params, True, e.value, passes=((e.value, None), (e.value, None))) for e in entries
+        ),
+    )
+    assert agree.census()["passes_5"] == [2, 2, 2]
+    assert "noise" not in ev.verdict({**row, **agree.census()}, agree)
+    single = tables.Table(
+        "t/z@4",
+        "t",
+        "grid",
+        "z@4",
+        "maximize",
+        space,
+        entries=tuple(tables.Entry(e.params, True, e.value) for e in entries),
+    )
+    assert single.census()["passes_5"] is None
+    assert "noise" not in ev.verdict({**row, **single.census()}, single)
+    counts = ev.standing([{**row, "verdict": ev.verdict(row, table)}], ["nova"])
+    assert counts["passes_disagree"] == {"tables": 1, "met": 0}
+    assert counts["passes_agree"] == {"tables": 0, "met": 0}
+
+
 @pytest.mark.recorded
 def test_the_committed_results_say_of_every_table_whether_nova_meets_half_of_random_or_why_not() -> None:
     ev = _eval()
@@ -76,6 +139,7 @@ def test_the_committed_results_say_of_every_table_whether_nova_meets_half_of_ran
     for name, r in rows.items():
         assert r["split"] == ("held-out" if tables[name].source in split["held_out"] else "train")
         assert r["verdict"] == ev.verdict(r, tables[name])
+        assert r["passes_5"] == tables[name].census()["passes_5"]
         assert r["verdict"] == "met" or r["verdict"].startswith(("cannot:", "missed:"))
     held = [r for r in rows.values() if r["split"] == "held-out"]
     assert report["splits"]["held-out"] == ev.standing(held, report["samplers"])
