@@ -332,11 +332,11 @@ def _grid_tables(prefix: str, raw: dict[str, Any], rows: list[dict[str, Any]], l
             ordered = sorted(e["rows"], key=lambda r: r.get("pass", 1))
             if figure is None:  # throughput, with TTFT p99 at most the grid's median as its SLO
                 c = mean(e, "ttft_p99_ms") - slo
-                passes = tuple((r["output_throughput"], r["ttft_p99_ms"] - slo) for r in ordered)
-                entries.append(Entry(e["params"], True, mean(e, "output_throughput"), c, passes=passes))
+                each = tuple((r["output_throughput"], r["ttft_p99_ms"] - slo) for r in ordered)
+                entries.append(Entry(e["params"], True, mean(e, "output_throughput"), c, passes=each))
             else:
-                passes = tuple((figure({"rows": [r]}), None) for r in ordered)
-                entries.append(Entry(e["params"], True, figure(e), passes=passes))
+                each = tuple((figure({"rows": [r]}), None) for r in ordered)
+                entries.append(Entry(e["params"], True, figure(e), passes=each))
         out.append(
             Table(
                 name=f"{prefix}/{objective}",

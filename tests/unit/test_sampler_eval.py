@@ -139,7 +139,7 @@ def test_the_committed_results_say_of_every_table_whether_nova_meets_half_of_ran
     for name, r in rows.items():
         assert r["split"] == ("held-out" if tables[name].source in split["held_out"] else "train")
         assert r["verdict"] == ev.verdict(r, tables[name])
-        assert r["passes_5"] == tables[name].census()["passes_5"]
+        assert r["passes_5"] == tables[name].census()["passes_5"] and r["note"] == tables[name].note
         assert r["verdict"] == "met" or r["verdict"].startswith(("cannot:", "missed:"))
     held = [r for r in rows.values() if r["split"] == "held-out"]
     assert report["splits"]["held-out"] == ev.standing(held, report["samplers"])

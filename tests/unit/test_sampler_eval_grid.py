@@ -91,11 +91,13 @@ def test_a_measured_grid_outside_the_set_gets_a_verdict_for_every_objective_at_e
     assert names == {f"grid:measured/{o}@{c}" for o in objectives for c in (4, 16)}
     for r in report["rows"]:
         assert r["split"] == "unseen" and r["configurations"] == 12 and r["launchable"] == 6
+        assert r["note"].startswith("measured: cpu (test), 2 passes")
         assert r["verdict"] == "met" or r["verdict"].startswith(("cannot:", "missed:"))
         for name in ("random", "random_no_repeat", "optuna_default", "nova_before", "nova"):
             assert r[name]["median_10"] <= r[name]["median_5"]
     best = next(r for r in report["rows"] if r["table"] == "grid:measured/output_throughput@16")
     assert best["within_5"] == 1 and best["random"]["chance_5"] == pytest.approx(1 / 12, abs=1e-5)  # fp8, 32
+    assert best["passes_5"] == [1, 1, 1]  # each pass alone has the same best
     assert set(report["splits"]) == {"unseen"}
     md = (out / "table.md").read_text()
     assert "## measured grids outside the set (--grid), never tuned on (12 tables)" in md
