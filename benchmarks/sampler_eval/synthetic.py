@@ -198,18 +198,19 @@ def generate(seed: int) -> Table:
     draft = Table(
         "", "", "grid", "", "maximize", space, stage="joint", device=facts.device, max_model_len=max_len
     )
-    # a configuration's (output tok/s, TTFT p99): the mean of two passes, then each pass's own
-    measured: list[tuple[dict[str, Any], str | None, list[tuple[float, float]]]] = []
+    # a configuration's (output tok/s, TTFT p99): the mean of its two passes, and each pass's own
+    Figures = tuple[float, float]
+    measured: list[tuple[dict[str, Any], str | None, Figures, list[Figures]]] = []
     for params, config, _ in configurations(draft.spec, "joint"):
         refused = incompatibilities(config, facts)
         if refused:
-            measured.append((params, "; ".join(refused), []))
+            measured.append((params, "; ".join(refused), (0.0, 0.0), []))
             continue
         failed, tput, ttft = server.measure(config)
         passes = [(rng.lognormvariate(0, sigma), rng.lognormvariate(0, 1.5 * sigma)) for _ in range(2)]
         mean = (tput * sum(t for t, _ in passes) / 2, ttft * sum(f for _, f in passes) / 2)
-        measured.append((params, failed, [mean, *((tput * t, ttft * f) for t, f in passes)]))
-    ttfts = sorted(runs[0][1] for _, why, runs in measured if why is None)
+        measured.append((params, failed, mean, [(tput * t, ttft * f) for t, f in passes]))
+    ttfts = sorted(mean[1] for _, why, mean, _ in measured if why is None)
     slo = ttfts[int(rng.uniform(0.3, 0.7) * (len(ttfts) - 1))] if ttfts else 0.0
 
     def figure(tput: float, ttft: float) -> tuple[float, float | None]:
@@ -222,14 +223,12 @@ def generate(seed: int) -> Table:
         return tput, ttft - slo
 
     entries = []
-    for params, why, runs in measured:
+    for params, why, mean, passes in measured:
         if why is not None:
             entries.append(Entry(params, False, reason=why))
             continue
-        value, constraint = figure(*runs[0])
-        entries.append(
-            Entry(params, True, value, constraint, passes=tuple(figure(t, f) for t, f in runs[1:]))
-        )
+        value, constraint = figure(*mean)
+        entries.append(Entry(params, True, value, constraint, passes=tuple(figure(*p) for p in passes)))
     name = {
         "throughput": "output_throughput",
         "ttft_p99": "ttft_p99_ms",

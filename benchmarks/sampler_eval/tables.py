@@ -111,13 +111,14 @@ class Table:
         values = [e.value for e in self.entries if e.value is not None and (e.constraint or 0.0) <= 0]
         return max(values) if self.direction == "maximize" else min(values)
 
-    def good(self, value: float | None, within: float) -> bool:
-        """Whether ``value`` is within ``within`` (a share) of the best."""
+    def good(self, value: float | None, within: float, best: float | None = None) -> bool:
+        """Whether ``value`` is within ``within`` (a share) of the best (``best``, else the table's)."""
         if value is None:
             return False
+        best = self.best if best is None else best
         if self.direction == "maximize":
-            return value >= self.best * (1 - within)
-        return value <= self.best * (1 + within)
+            return value >= best * (1 - within)
+        return value <= best * (1 + within)
 
     def evaluate(
         self, params: Mapping[str, Any], config: EngineConfig, dists: Mapping[str, BaseDistribution]
@@ -139,15 +140,9 @@ class Table:
         bands = []
         for i in range(2):
             feasible = [(key(e.params), e.passes[i][0]) for e in runnable if (e.passes[i][1] or 0.0) <= 0]
-            if not feasible:
-                bands.append(set())
-                continue
-            if self.direction == "maximize":
-                top = max(v for _, v in feasible)
-                bands.append({k for k, v in feasible if v >= top * (1 - within)})
-            else:
-                top = min(v for _, v in feasible)
-                bands.append({k for k, v in feasible if v <= top * (1 + within)})
+            values = [v for _, v in feasible]
+            top = (max if self.direction == "maximize" else min)(values, default=None)
+            bands.append({k for k, v in feasible if self.good(v, within, top)})
         return bands
 
     def census(self) -> dict[str, Any]:
