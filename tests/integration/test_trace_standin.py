@@ -80,10 +80,11 @@ def _arrival_error(run, srv: StandinServer) -> np.ndarray:
 @pytest.mark.parametrize("speed", [1.0, 2.0])
 def test_requests_reach_the_server_within_a_few_ms_of_their_schedule(standin, tmp_path, speed) -> None:
     """Every window keeps the trace's schedule exactly and sends no request early; and the requests
-    reach the server within a few ms of it (the 99th percentile under 5 ms, none 20 ms late) in one
-    window of three, each against a fresh stand-in. On a shared 2-core VM the client or the stand-in
-    stalls for up to 75 ms now and then with nothing else running (one window in a few on an Intel
-    VM: 2 runs of 11 failed a single window's bound); a lag of the client's own shows in every window."""
+    reach the server within a few ms of it (the median under 2 ms, the 99th percentile under 5 ms, none
+    20 ms late) in one window of three, each against a fresh stand-in. On a shared 2-core VM the client
+    or the stand-in stalls for up to 75 ms now and then with nothing else running (one window in a few
+    on an Intel VM: 2 runs of 11 failed a single window's bound); a lag of the client's own shows in
+    every window."""
     rows = _bursty(80)
     spec = _spec(_trace(tmp_path, rows), speeds=[1, 2], requests=80)
     # the schedule is the trace's at the speed: request j due (t_j - t_0) / speed after the start
@@ -97,11 +98,11 @@ def test_requests_reach_the_server_within_a_few_ms_of_their_schedule(standin, tm
         assert np.allclose(dues - dues[0], planned, atol=1e-9)
         late = _arrival_error(run, srv)
         assert late.min() > -0.0005, "a request arrived before it was due"
-        tails.append((float(np.percentile(late, 99)), float(late.max())))
-        if tails[-1][0] < 0.005 and tails[-1][1] < 0.02:
+        tails.append((float(np.median(late)), float(np.percentile(late, 99)), float(late.max())))
+        if tails[-1][0] < 0.002 and tails[-1][1] < 0.005 and tails[-1][2] < 0.02:
             assert run.client_bound is False, run.client_note
             return
-    pytest.fail(f"every window's requests were late (99th percentile, max in s): {tails}")
+    pytest.fail(f"every window's requests were late (median, 99th percentile, max in s): {tails}")
 
 
 def test_two_client_processes_keep_the_one_schedule(standin, tmp_path) -> None:
