@@ -191,7 +191,26 @@ def verdict(row: dict[str, Any], table: Table) -> str:
             f"; its two passes alone share no configuration within 5 % of their best (pass 1 puts "
             f"{passes[0]} there, pass 2 {passes[1]}): which ones are within 5 % is the measurement's noise"
         )
+    if resolved(row) is None:
+        low, high = row["nova"]["ci_5"]
+        why += (
+            f"; a 95 % interval of nova's median over its seeds, {low:g} to {high:g} trials, holds half "
+            "of random's: the seeds do not tell this table from met"
+        )
     return why
+
+
+def resolved(row: dict[str, Any]) -> bool | None:
+    """Whether nova's median is at most half of random's beyond the seeds' resolution (the 95 %
+    interval of its median, ``replay.summarize``'s ``ci_5``, wholly at or below half: True; wholly
+    above: False), or None where the interval holds half of random's."""
+    half = GOAL * row["random"]["median_5"]
+    low, high = row["nova"]["ci_5"]
+    if high <= half:
+        return True
+    if low > half:
+        return False
+    return None
 
 
 def run(args: argparse.Namespace) -> None:
@@ -266,6 +285,13 @@ def standing(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     for name, test in (("passes_agree", lambda n: n > 0), ("passes_disagree", lambda n: n == 0)):
         these = [r for r in rows if r.get("passes_5") is not None and test(r["passes_5"][2])]
         out[name] = {"tables": len(these), "met": sum(r["verdict"] == "met" for r in these)}
+    # how far the seeds pin nova's median down: met or missed beyond its 95 % interval, or within it
+    judged = [r for r in rows if not r["verdict"].startswith("cannot")]
+    out["seeds_resolve"] = {
+        "met": sum(r["verdict"] == "met" and resolved(r) is True for r in judged),
+        "missed": sum(r["verdict"] != "met" and resolved(r) is False for r in judged),
+        "within": sum(resolved(r) is None for r in judged),
+    }
     for name in names:
         ratios = [r[name]["median_5"] / r["random"]["median_5"] for r in hard]
         out[name] = {
@@ -307,14 +333,16 @@ def markdown(report: dict[str, Any]) -> str:
                 for n in report["samplers"]
             )
             + "."
-            + _noise_line(st),
+            + _noise_line(st)
+            + _resolution_line(st, report["seeds"]),
             "",
             "| table | configurations (runnable, within 5 %; each pass alone, both) | random "
             "| random, no repeats "
             + "| Optuna default TPE | nova before"
             + (" | nova around GP" if gp else "")
-            + " | nova | within 10 %: random, nova | nova / random | verdict |",
-            "|---|---|---|---|---|---|" + ("---|" if gp else "") + "---|---|---|---|",
+            + " | nova | nova's median, 95 % interval | within 10 %: random, nova | nova / random "
+            "| verdict |",
+            "|---|---|---|---|---|---|" + ("---|" if gp else "") + "---|---|---|---|---|",
         ]
         for r in rows:
             lines.append(
@@ -324,7 +352,8 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {_cell(r['random'])} | {_cell(r['random_no_repeat'])} | {_cell(r['optuna_default'])} "
                 f"| {_cell(r['nova_before'])} "
                 + (f"| {_cell(r['gp'])} " if gp else "")
-                + f"| {_cell(r['nova'])} | {r['random']['median_10']:g}, {_cell(r['nova'], '10')} "
+                + f"| {_cell(r['nova'])} | {r['nova']['ci_5'][0]:g}-{r['nova']['ci_5'][1]:g} "
+                f"| {r['random']['median_10']:g}, {_cell(r['nova'], '10')} "
                 f"| {r['nova_over_random']:.2f} | {r['verdict']} |"
             )
     for split, rows in by_split.items():
@@ -344,6 +373,16 @@ def _noise_line(st: dict[str, Any]) -> str:
         f"configuration within 5 % of their best (which ones are within 5 % is the measurement's noise): "
         f"nova at most half of random's on {disagree['met']} of them; on the {agree['tables']} whose "
         f"passes share one or more, on {agree['met']}."
+    )
+
+
+def _resolution_line(st: dict[str, Any], seeds: int) -> str:
+    """How many of the split's verdicts (met or missed) hold beyond the seeds' resolution."""
+    r = st["seeds_resolve"]
+    return (
+        f" Over {seeds} seeds, a 95 % interval of nova's median lies wholly at or below half of random's "
+        f"on {r['met']} tables and wholly above it on {r['missed']}; on {r['within']} it holds half of "
+        "random's: more seeds would tell which side of half those tables are on."
     )
 
 

@@ -1,7 +1,9 @@
 """The samplers replayed: nova's (what a worker runs), the variants tuned on the training split, and
 the baselines.
 
-- ``nova``: ``search.sampler.make_sampler`` for ``sampler.name: tpe`` (what a worker runs);
+- ``nova``: ``search.sampler.make_sampler`` for ``sampler.name: tpe`` (what a worker runs), given the
+  table's host facts as a worker gives its own (``use_facts``): its rule check refuses what the
+  table's host refuses (fp8 KV cache on a CPU without AVX-512), not only what the spec alone decides;
 - ``nova_before``: nova's sampler as it was before issue 55 (``variant("local=false norules")``: no
   steps from the best, no rule check);
 - ``optuna_default``: ``TPESampler(seed=...)``, Optuna's defaults (10 random start-up trials,
@@ -25,7 +27,7 @@ import optuna
 
 from benchmarks.sampler_eval.tables import Table
 from nova_search.search.refusals import RuleCheck
-from nova_search.search.sampler import TpeSettings, make_sampler, nova_tpe
+from nova_search.search.sampler import TpeSettings, make_sampler, nova_tpe, use_facts
 
 #: a sampler for a table and a seed; None with an order: the configurations in that order
 Factory = Callable[[Table, int], tuple[optuna.samplers.BaseSampler | None, list[dict[str, Any]] | None]]
@@ -33,9 +35,18 @@ Factory = Callable[[Table, int], tuple[optuna.samplers.BaseSampler | None, list[
 
 def nova(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None]:
     spec = table.spec
-    return make_sampler(
-        spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": seed})})
+    return _on_host(
+        make_sampler(spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": seed})})),
+        table,
     ), None
+
+
+def _on_host(sampler: optuna.samplers.BaseSampler, table: Table) -> optuna.samplers.BaseSampler:
+    """The sampler as a worker on the table's host runs it: given the host's facts (``use_facts``,
+    as ``worker.loop`` does), so that its rule check refuses what the table's host refuses."""
+    if table.facts is not None:
+        use_facts(sampler, table.facts)
+    return sampler
 
 
 def plain_random(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None]:
@@ -51,7 +62,7 @@ def gp(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None]:
     gp_spec = spec.model_copy(
         update={"sampler": spec.sampler.model_copy(update={"name": "gp", "seed": seed})}
     )
-    return make_sampler(gp_spec), None
+    return _on_host(make_sampler(gp_spec), table), None
 
 
 def registry() -> dict[str, Factory]:
@@ -86,6 +97,6 @@ def variant(text: str) -> Factory:
     settings = dataclasses.replace(TpeSettings(), **changes)
 
     def make(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None]:
-        return nova_tpe(seed, settings, RuleCheck(table.spec) if rules else None), None
+        return nova_tpe(seed, settings, RuleCheck(table.spec, table.facts) if rules else None), None
 
     return make

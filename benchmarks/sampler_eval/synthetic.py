@@ -247,6 +247,7 @@ def generate(seed: int) -> Table:
         device=facts.device,
         max_model_len=max_len,
         note=f"synthetic {host}: {', '.join(k for k in space)}; noise {sigma:.0%} a pass",
+        facts=facts,
     )
 
 

@@ -85,6 +85,11 @@ class Table:
     note: str = ""
     #: the spec the replay draws with (a grid measured with a spec of its own keeps it)
     spec_dict: dict[str, Any] | None = field(default=None, compare=False)
+    #: the host facts the table's refusals were decided with, which a worker on that host gives its
+    #: sampler (``search.sampler.use_facts``; ``samplers`` does the same); None: the spec's own rules
+    #: only (the measured grids, whose refusals are those: the measuring host's facts were not
+    #: recorded, and fp8 booted there)
+    facts: Facts | None = field(default=None, compare=False)
 
     @cached_property
     def spec(self) -> StudySpec:
@@ -126,7 +131,8 @@ class Table:
         """The entry a drawn configuration gets: itself (a grid), else the nearest measured one."""
         if self.kind == "grid":
             return self.by_key[key(params)]
-        problems = incompatibilities(config, Facts(device=self.device, model_max_len=self.max_model_len))
+        facts = self.facts or Facts(device=self.device, model_max_len=self.max_model_len)
+        problems = incompatibilities(config, facts)
         if problems:
             return Entry(dict(params), launchable=False, reason="; ".join(problems))
         return min(self.entries, key=lambda e: distance(params, e.params, dists))
@@ -394,6 +400,7 @@ def study_tables() -> list[Table]:
         objectives = [(f"output_throughput@{c}", "maximize", c, "output_throughput") for c in levels]
         if ttft_at in levels:
             objectives.append((f"ttft_p99_ms@{ttft_at}", "minimize", ttft_at, "ttft_p99_ms"))
+        device = spec.get("engine", {}).get("device") or "cuda"
         for objective, direction, c, metric in objectives:
             entries = tuple(
                 Entry(m["params"], True, statistics.fmean(getattr(lv, metric) for lv in m["levels"][c]))
@@ -409,9 +416,10 @@ def study_tables() -> list[Table]:
                     space=_searched(space),
                     stage=stage,
                     entries=entries,
-                    device=spec.get("engine", {}).get("device") or "cuda",
+                    device=device,
                     max_model_len=defaults.get("max_model_len"),
                     note=f"recorded study: {len(entries)} measured configurations; the nearest one answers",
+                    facts=Facts(device=device, model_max_len=defaults.get("max_model_len")),
                 )
             )
     return out

@@ -8,8 +8,9 @@ of ``benchmarks/sampler_replay.yaml`` is refused (chunked prefill off with a tok
 configuration a trial's parameters make (``configs.sample`` over a ``FixedTrial``: the worker's own
 code) in the stage the study draws (``tune``, ``joint``, or ``speculative`` on top of the study's
 tuned base, read once from the study's attributes), and asks the rules. The facts are the worker's
-host's (``use_facts``); without them (a study made outside a worker, the replays) only the rules
-that read nothing of the host or the model (``rules.spec_incompatibilities``). A parameter not
+host's (``use_facts``; ``benchmarks/sampler_eval`` gives a replayed sampler its table's host's); without
+them (a study made outside a worker, the replay of a measured grid) only the rules that read nothing of
+the host or the model (``rules.spec_incompatibilities``). A parameter not
 drawn yet (one drawn apart, as ``tensor_parallel_size`` is for a worker's slot) leaves the
 configuration unknown, and it is not refused.
 """

@@ -89,7 +89,7 @@ def test_a_table_whose_passes_disagree_on_the_5_percent_band_says_its_band_is_no
     assert census["within_5"] == 2  # both at 90 in the mean
     assert census["passes_5"] == [1, 1, 0]
     row = {
-        "nova": {"median_5": 4.0},
+        "nova": {"median_5": 4.0, "ci_5": [3.0, 5.0]},
         "random": {"median_5": 5.0, "chance_5": 0.25},
         "random_no_repeat": {"median_5": 4.0},
         "nova_over_random": 0.8,
@@ -125,6 +125,72 @@ def test_a_table_whose_passes_disagree_on_the_5_percent_band_says_its_band_is_no
     counts = ev.standing([{**row, "verdict": ev.verdict(row, table)}], ["nova"])
     assert counts["passes_disagree"] == {"tables": 1, "met": 0}
     assert counts["passes_agree"] == {"tables": 0, "met": 0}
+
+
+def test_a_verdict_says_where_the_seeds_cannot_tell_it_from_the_other_side_of_half() -> None:
+    """A 95 % interval of nova's median over its seeds (order statistics) that holds half of random's
+    says so in a miss's verdict; the split's counts keep the tables the seeds resolve apart."""
+    ev = _eval()
+    replay = benchmark_script("sampler_eval/replay.py")
+    counts = [3] * 10 + [5] * 10 + [7] * 10 + [9] * 10  # 40 seeds: median 6, interval 5 to 7
+    summary = replay.summarize([replay.Run(c, c, 0, 0) for c in counts], 100)
+    assert summary["median_5"] == 6 and summary["ci_5"] == [5.0, 7.0]
+    tables = benchmark_script("sampler_eval/tables.py")
+    space = {"max_num_seqs": {"choices": [2, 4, 8, 16]}, "kv_cache_dtype": {"choices": ["auto", "fp8"]}}
+    entries = tuple(
+        tables.Entry({"max_num_seqs": m, "kv_cache_dtype": k}, True, m)
+        for m in (2, 4, 8, 16)
+        for k in ("auto", "fp8")
+    )
+    table = tables.Table("t/x@4", "t", "grid", "x@4", "maximize", space, entries=entries)
+
+    def row(random_median: float) -> dict:
+        r = {
+            "nova": summary,
+            "random": {"median_5": random_median, "chance_5": 0.05},
+            "random_no_repeat": {"median_5": random_median},
+            "nova_over_random": round(6 / random_median, 3),
+            **table.census(),
+        }
+        return {**r, "verdict": ev.verdict(r, table)}
+
+    # half of random's: 4.5 (below the whole interval), 5.5 and 6.5 (inside it), 7.5 (above it)
+    clear_miss, near_miss, near_met, clear_met = row(9.0), row(11.0), row(13.0), row(15.0)
+    assert clear_miss["verdict"].startswith("missed:") and "seeds" not in clear_miss["verdict"]
+    assert near_miss["verdict"].startswith("missed:")
+    assert "holds half of random's: the seeds do not tell this table from met" in near_miss["verdict"]
+    assert "5 to 7 trials" in near_miss["verdict"]
+    assert near_met["verdict"] == clear_met["verdict"] == "met"
+    assert [ev.resolved(r) for r in (clear_miss, near_miss, near_met, clear_met)] == [False, None, None, True]
+    st = ev.standing([clear_miss, near_miss, near_met, clear_met], ["nova"])
+    assert st["seeds_resolve"] == {"met": 1, "missed": 1, "within": 2}
+
+
+def test_the_replayed_sampler_knows_the_tables_host_as_a_worker_knows_its_own() -> None:
+    """A worker gives its sampler the host's facts (``use_facts``), so it never proposes what that
+    host refuses; the replay does the same. synthetic/15 is a CPU without AVX-512: half of its 12
+    configurations are fp8, which the host's rules refuse and the spec alone does not."""
+    synthetic = benchmark_script("sampler_eval/synthetic.py")
+    replay = benchmark_script("sampler_eval/replay.py")
+    samplers = benchmark_script("sampler_eval/samplers.py")
+    from nova_search.search.sampler import make_sampler
+
+    table = synthetic.generate(15)
+    assert table.facts is not None and "avx512f" not in table.facts.cpu_flags
+    refused_by_host = [e for e in table.entries if (e.reason or "").startswith("fp8_kv_cache_on_cpu")]
+    assert len(refused_by_host) == 6
+    on_host = [replay.replay(table, samplers.nova(table, s)[0], 100) for s in range(6)]
+    assert all(r.refused == 0 for r in on_host), on_host
+    spec = table.spec
+    blind = [
+        replay.replay(
+            table,
+            make_sampler(spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": s})})),
+            100,
+        )
+        for s in range(6)
+    ]
+    assert sum(r.refused for r in blind) > 0  # without the facts it spends trials on fp8
 
 
 @pytest.mark.recorded
