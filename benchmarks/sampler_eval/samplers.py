@@ -1,9 +1,10 @@
 """The samplers replayed: nova's (what a worker runs), the variants tuned on the training split, and
 the baselines.
 
-- ``nova``: ``search.sampler.make_sampler`` for ``sampler.name: tpe`` (what a worker runs), given the
-  table's host facts as a worker gives its own (``use_facts``): its rule check refuses what the
-  table's host refuses (fp8 KV cache on a CPU without AVX-512), not only what the spec alone decides;
+- ``nova``: ``search.sampler.make_sampler`` for ``sampler.name: tpe`` (what a worker runs), with the
+  rule check of a worker on the table's host (``host_rules``: the host's facts, or a measured grid's
+  recorded refusals): it refuses what that host refuses (an fp8 KV cache on a CPU without AVX-512),
+  not only what the spec alone decides;
 - ``nova_before``: nova's sampler as it was before issue 55 (``variant("local=false norules")``: no
   steps from the best, no rule check);
 - ``optuna_default``: ``TPESampler(seed=...)``, Optuna's defaults (10 random start-up trials,
@@ -26,8 +27,12 @@ from typing import Any
 import optuna
 
 from benchmarks.sampler_eval.tables import Table
+from nova_search.knobs import EngineConfig
+from nova_search.search.configs import sample, stock_config, with_graph_sizes
 from nova_search.search.refusals import RuleCheck
-from nova_search.search.sampler import TpeSettings, make_sampler, nova_tpe, use_facts
+from nova_search.search.rules import RULES
+from nova_search.search.sampler import NovaSampler, TpeSettings, make_sampler, nova_tpe
+from nova_search.search.wrapping import WrappedSampler
 
 #: a sampler for a table and a seed; None with an order: the configurations in that order
 Factory = Callable[[Table, int], tuple[optuna.samplers.BaseSampler | None, list[dict[str, Any]] | None]]
@@ -42,11 +47,55 @@ def nova(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None]:
 
 
 def _on_host(sampler: optuna.samplers.BaseSampler, table: Table) -> optuna.samplers.BaseSampler:
-    """The sampler as a worker on the table's host runs it: given the host's facts (``use_facts``,
-    as ``worker.loop`` does), so that its rule check refuses what the table's host refuses."""
-    if table.facts is not None:
-        use_facts(sampler, table.facts)
+    """The sampler as a worker on the table's host runs it: its rule check refuses what the table's
+    host refuses (``host_rules``), as a worker's does once ``worker.loop`` gives it the host's facts."""
+    rules, inner = host_rules(table), sampler
+    while isinstance(inner, WrappedSampler):
+        if isinstance(inner, NovaSampler) and inner.rules is not None:
+            inner.rules = rules
+        inner = inner.base
     return sampler
+
+
+def host_rules(table: Table) -> RuleCheck:
+    """The rule check a worker on the table's host has: the host's facts where the table keeps them
+    (``Table.facts``); for a measured grid, which keeps none, the refusals its rows record
+    (``RecordedRules``)."""
+    if table.facts is not None:
+        return RuleCheck(table.spec, table.facts)
+    if table.kind == "grid":
+        return RecordedRules(table)
+    return RuleCheck(table.spec)
+
+
+#: the names the compatibility rules give a refusal (``rules.RULES``: a reason reads ``name: why``)
+_RULE_NAMES = frozenset(rule.name for rule in RULES)
+
+
+class RecordedRules(RuleCheck):
+    """The rules of the host a grid was measured on, as its rows recorded them: what the spec's own
+    rules refuse, and every configuration the host's rules refused when it was measured (a reason that
+    names a rule, such as ``fp8_kv_cache_on_cpu`` on a CPU without AVX-512). ``sampler_replay
+    measure`` asked the rules with the host's facts and wrote down their answers, not the facts; a
+    worker on that host refuses the same configurations before proposing them. A configuration that
+    failed at boot is not among them: no worker knows that before launching it."""
+
+    def __init__(self, table: Table) -> None:
+        super().__init__(table.spec)
+        base = stock_config(table.spec) if table.stage == "speculative" else None
+        self._refused = {
+            with_graph_sizes(
+                table.spec, sample(optuna.trial.FixedTrial(dict(e.params)), table.spec, table.stage, base)
+            )
+            for e in table.entries
+            if not e.launchable and (e.reason or "").split(":", 1)[0].strip() in _RULE_NAMES
+        }
+
+    def _problems(self, config: EngineConfig) -> list[str]:
+        problems = super()._problems(config)
+        if not problems and with_graph_sizes(self.spec, config) in self._refused:
+            return ["refused by the rules of the host the grid was measured on (its rows say so)"]
+        return problems
 
 
 def plain_random(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None]:
@@ -97,6 +146,6 @@ def variant(text: str) -> Factory:
     settings = dataclasses.replace(TpeSettings(), **changes)
 
     def make(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None]:
-        return nova_tpe(seed, settings, RuleCheck(table.spec, table.facts) if rules else None), None
+        return nova_tpe(seed, settings, host_rules(table) if rules else None), None
 
     return make

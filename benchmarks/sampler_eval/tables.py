@@ -86,9 +86,9 @@ class Table:
     #: the spec the replay draws with (a grid measured with a spec of its own keeps it)
     spec_dict: dict[str, Any] | None = field(default=None, compare=False)
     #: the host facts the table's refusals were decided with, which a worker on that host gives its
-    #: sampler (``search.sampler.use_facts``; ``samplers`` does the same); None: the spec's own rules
-    #: only (the measured grids, whose refusals are those: the measuring host's facts were not
-    #: recorded, and fp8 booted there)
+    #: sampler (``search.sampler.use_facts``; ``samplers.host_rules`` does the same); None for a
+    #: measured grid, whose rows record the rules' answers on its host, not the facts
+    #: (``samplers.RecordedRules``)
     facts: Facts | None = field(default=None, compare=False)
 
     @cached_property

@@ -9,8 +9,8 @@ configuration a trial's parameters make (``configs.sample`` over a ``FixedTrial`
 code) in the stage the study draws (``tune``, ``joint``, or ``speculative`` on top of the study's
 tuned base, read once from the study's attributes), and asks the rules. The facts are the worker's
 host's (``use_facts``; ``benchmarks/sampler_eval`` gives a replayed sampler its table's host's); without
-them (a study made outside a worker, the replay of a measured grid) only the rules that read nothing of
-the host or the model (``rules.spec_incompatibilities``). A parameter not
+them (a study made outside a worker) only the rules that read nothing of the host or the model
+(``rules.spec_incompatibilities``). A parameter not
 drawn yet (one drawn apart, as ``tensor_parallel_size`` is for a worker's slot) leaves the
 configuration unknown, and it is not refused.
 """

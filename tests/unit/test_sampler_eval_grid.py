@@ -24,7 +24,13 @@ SPACE = {
 }
 
 
-def _grid(tmp_path: Path, short: bool = False) -> tuple[Path, Path]:
+#: how ``measure`` records an fp8 configuration on a CPU without AVX-512: refused by a rule, before boot
+FP8_REFUSED = (
+    "fp8_kv_cache_on_cpu: FP8 KV cache on CPU requires x86 with AVX-512 or AMX; this CPU has neither"
+)
+
+
+def _grid(tmp_path: Path, short: bool = False, no_avx512: bool = False) -> tuple[Path, Path]:
     tmp_path.mkdir(exist_ok=True)
     spec = yaml.safe_load((REPO / "benchmarks" / "sampler_replay_levels.yaml").read_text())
     spec["space"] = {k: {"choices": v} for k, v in SPACE.items()}
@@ -39,6 +45,12 @@ def _grid(tmp_path: Path, short: bool = False) -> tuple[Path, Path]:
                 k = json.dumps(params, sort_keys=True)
                 if not chunked:  # 512 < max_model_len: refused before boot, one row
                     rows.append({"pass": 1, "key": k, "params": params, "launchable": False, "reason": "r"})
+                    continue
+                if no_avx512 and kv == "fp8":
+                    reason = FP8_REFUSED
+                    rows.append(
+                        {"pass": 1, "key": k, "params": params, "launchable": False, "reason": reason}
+                    )
                     continue
                 for level in (4, 16):
                     for p in (1, 2):
@@ -118,3 +130,31 @@ def test_a_grid_short_of_a_configuration_or_without_out_is_refused_by_name(tmp_p
     bad = _eval("--grid", str(spec), str(table), "--out", str(out), "--seeds", "0", cwd=tmp_path)
     assert bad.returncode != 0 and "--seeds: 0; it must be at least 1" in bad.stderr
     assert not out.exists()  # nothing half-written
+
+
+def test_a_grid_measured_where_the_hosts_rules_refused_fp8_is_replayed_with_those_refusals(tmp_path) -> None:
+    """``measure`` asks the rules with its host's facts and records their answers, not the facts: a grid
+    measured on a CPU without AVX-512 records its fp8 configurations as refused by
+    ``fp8_kv_cache_on_cpu``. A worker on that host never proposes them, and neither does the replay."""
+    from nova_search.search.sampler import make_sampler
+    from tests.support.scripts import benchmark_script
+
+    spec_path, table_path = _grid(tmp_path, no_avx512=True)
+    tables = benchmark_script("sampler_eval/tables.py")
+    samplers = benchmark_script("sampler_eval/samplers.py")
+    replay = benchmark_script("sampler_eval/replay.py")
+    grid = tables.measured_grid_tables("grid:measured", spec_path, table_path)
+    table = next(t for t in grid if t.objective == "output_throughput@16")
+    assert table.facts is None and sum(not e.launchable for e in table.entries) == 9  # 6 chunked off, 3 fp8
+    on_host = [replay.replay(table, samplers.nova(table, s)[0], 50) for s in range(6)]
+    assert all(r.refused == 0 and r.found(50) for r in on_host), on_host
+    spec = table.spec
+    blind = [
+        replay.replay(
+            table,
+            make_sampler(spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": s})})),
+            50,
+        )
+        for s in range(6)
+    ]
+    assert sum(r.refused for r in blind) > 0  # the spec's rules alone let fp8 through
