@@ -39,10 +39,15 @@ Factory = Callable[[Table, int], tuple[optuna.samplers.BaseSampler | None, list[
 
 
 def nova(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None]:
+    return _on_host(off_host(table, seed)[0], table), None
+
+
+def off_host(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None]:
+    """nova's sampler as a study made outside a worker has it: the spec's own rules only, none of the
+    host's (what the replay ran before it gave nova the table's host; the tests compare the two)."""
     spec = table.spec
-    return _on_host(
-        make_sampler(spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": seed})})),
-        table,
+    return make_sampler(
+        spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": seed})})
     ), None
 
 

@@ -173,7 +173,6 @@ def test_the_replayed_sampler_knows_the_tables_host_as_a_worker_knows_its_own() 
     synthetic = benchmark_script("sampler_eval/synthetic.py")
     replay = benchmark_script("sampler_eval/replay.py")
     samplers = benchmark_script("sampler_eval/samplers.py")
-    from nova_search.search.sampler import make_sampler
 
     table = synthetic.generate(15)
     assert table.facts is not None and "avx512f" not in table.facts.cpu_flags
@@ -181,15 +180,7 @@ def test_the_replayed_sampler_knows_the_tables_host_as_a_worker_knows_its_own() 
     assert len(refused_by_host) == 6
     on_host = [replay.replay(table, samplers.nova(table, s)[0], 100) for s in range(6)]
     assert all(r.refused == 0 for r in on_host), on_host
-    spec = table.spec
-    blind = [
-        replay.replay(
-            table,
-            make_sampler(spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": s})})),
-            100,
-        )
-        for s in range(6)
-    ]
+    blind = [replay.replay(table, samplers.off_host(table, s)[0], 100) for s in range(6)]
     assert sum(r.refused for r in blind) > 0  # without the facts it spends trials on fp8
 
 
