@@ -61,6 +61,7 @@ from typing import Any
 
 import optuna
 
+from nova_search.search.refusals import RuleCheck
 from nova_search.spec import StudySpec
 from nova_search.spec.reader import load_spec
 
@@ -217,14 +218,21 @@ def landscape(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def make_samplers(spec: StudySpec) -> dict[str, tuple[Callable[[int], optuna.samplers.BaseSampler], str]]:
-    """Name -> (seed -> sampler, how a refused configuration is told: PRUNED as nova does, or FAIL)."""
-    from nova_search.search.refusals import RuleCheck
+def make_samplers(
+    spec: StudySpec, rules: RuleCheck | None = None
+) -> dict[str, tuple[Callable[[int], optuna.samplers.BaseSampler], str]]:
+    """Name -> (seed -> sampler, how a refused configuration is told: PRUNED as nova does, or FAIL).
+    nova's samplers ask ``rules`` (``replay`` gives the refusals the table records, as a worker on the
+    measuring host refuses them: ``sampler_eval.samplers.RecordedRules``), else the spec's own rules."""
+    from benchmarks.sampler_eval.samplers import with_rules
     from nova_search.search.sampler import TpeSettings, make_sampler, nova_tpe
 
+    check = rules or RuleCheck(spec)
+
     def nova(seed: int) -> optuna.samplers.BaseSampler:
-        return make_sampler(
-            spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": seed})})
+        return with_rules(
+            make_sampler(spec.model_copy(update={"sampler": spec.sampler.model_copy(update={"seed": seed})})),
+            check,
         )
 
     def tpe(startup: int) -> Callable[[int], optuna.samplers.BaseSampler]:
@@ -236,7 +244,7 @@ def make_samplers(spec: StudySpec) -> dict[str, tuple[Callable[[int], optuna.sam
     def nova_startup(startup: int) -> Callable[[int], optuna.samplers.BaseSampler]:
         # nova's sampler with another number of random start-up trials (make_sampler has 3)
         settings = TpeSettings(n_startup_trials=startup)
-        return lambda seed: nova_tpe(seed, settings, RuleCheck(spec))
+        return lambda seed: nova_tpe(seed, settings, check)
 
     # what make_sampler returned before NovaSampler: the issue's "today's settings"
     tpe_before = tpe(4)
@@ -341,7 +349,13 @@ def replay(args: argparse.Namespace) -> None:
         "seeds": args.seeds,
         "trials_per_seed": args.trials,
     }
-    samplers = make_samplers(spec)
+    from benchmarks.sampler_eval.samplers import RecordedRules, refused_by_a_rule
+
+    # the refusals the table records, as a worker on the measuring host refuses them before proposing
+    refused = [
+        e["params"] for e in land.values() if not e["launchable"] and refused_by_a_rule(e.get("reason"))
+    ]
+    samplers = make_samplers(spec, RecordedRules(spec, refused))
     for name, (make, refused_as) in samplers.items():
         runs = [
             replay_one(spec, land, make(seed), None, target, args.trials, refused_as)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import optuna
@@ -33,6 +33,7 @@ from nova_search.search.refusals import RuleCheck
 from nova_search.search.rules import RULES
 from nova_search.search.sampler import NovaSampler, TpeSettings, make_sampler, nova_tpe
 from nova_search.search.wrapping import WrappedSampler
+from nova_search.spec import StudySpec
 
 #: a sampler for a table and a seed; None with an order: the configurations in that order
 Factory = Callable[[Table, int], tuple[optuna.samplers.BaseSampler | None, list[dict[str, Any]] | None]]
@@ -54,7 +55,12 @@ def off_host(table: Table, seed: int) -> tuple[optuna.samplers.BaseSampler, None
 def _on_host(sampler: optuna.samplers.BaseSampler, table: Table) -> optuna.samplers.BaseSampler:
     """The sampler as a worker on the table's host runs it: its rule check refuses what the table's
     host refuses (``host_rules``), as a worker's does once ``worker.loop`` gives it the host's facts."""
-    rules, inner = host_rules(table), sampler
+    return with_rules(sampler, host_rules(table))
+
+
+def with_rules(sampler: optuna.samplers.BaseSampler, rules: RuleCheck) -> optuna.samplers.BaseSampler:
+    """``sampler`` with nova's sampler inside it (whatever wraps it) asking ``rules`` instead of its own."""
+    inner = sampler
     while isinstance(inner, WrappedSampler):
         if isinstance(inner, NovaSampler) and inner.rules is not None:
             inner.rules = rules
@@ -69,12 +75,17 @@ def host_rules(table: Table) -> RuleCheck:
     if table.facts is not None:
         return RuleCheck(table.spec, table.facts)
     if table.kind == "grid":
-        return RecordedRules(table)
+        return RecordedRules.of(table)
     return RuleCheck(table.spec)
 
 
 #: the names the compatibility rules give a refusal (``rules.RULES``: a reason reads ``name: why``)
 _RULE_NAMES = frozenset(rule.name for rule in RULES)
+
+
+def refused_by_a_rule(reason: str | None) -> bool:
+    """Whether a recorded refusal is a compatibility rule's (``name: why``), not a failed boot."""
+    return (reason or "").split(":", 1)[0].strip() in _RULE_NAMES
 
 
 class RecordedRules(RuleCheck):
@@ -85,16 +96,19 @@ class RecordedRules(RuleCheck):
     worker on that host refuses the same configurations before proposing them. A configuration that
     failed at boot is not among them: no worker knows that before launching it."""
 
-    def __init__(self, table: Table) -> None:
-        super().__init__(table.spec)
-        base = stock_config(table.spec) if table.stage == "speculative" else None
+    def __init__(self, spec: StudySpec, refused: Iterable[Mapping[str, Any]], stage: str = "tune") -> None:
+        super().__init__(spec)
+        base = stock_config(spec) if stage == "speculative" else None
         self._refused = {
-            with_graph_sizes(
-                table.spec, sample(optuna.trial.FixedTrial(dict(e.params)), table.spec, table.stage, base)
-            )
-            for e in table.entries
-            if not e.launchable and (e.reason or "").split(":", 1)[0].strip() in _RULE_NAMES
+            with_graph_sizes(spec, sample(optuna.trial.FixedTrial(dict(params)), spec, stage, base))
+            for params in refused
         }
+
+    @classmethod
+    def of(cls, table: Table) -> RecordedRules:
+        """A measured grid's table: the configurations it records as refused by a rule."""
+        refused = [e.params for e in table.entries if not e.launchable and refused_by_a_rule(e.reason)]
+        return cls(table.spec, refused, table.stage)
 
     def _problems(self, config: EngineConfig) -> list[str]:
         problems = super()._problems(config)

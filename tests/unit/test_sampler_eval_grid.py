@@ -149,3 +149,18 @@ def test_a_grid_measured_where_the_hosts_rules_refused_fp8_is_replayed_with_thos
     assert all(r.refused == 0 and r.found(50) for r in on_host), on_host
     blind = [replay.replay(table, samplers.off_host(table, s)[0], 50) for s in range(6)]
     assert sum(r.refused for r in blind) > 0  # the spec's rules alone let fp8 through
+
+
+def test_the_one_grid_replay_refuses_what_the_grids_host_refused_too(tmp_path) -> None:
+    """``sampler_replay replay`` (one grid, one level, output throughput) gives nova the same recorded
+    refusals as ``eval --grid``: on a grid whose host refused fp8, nova spends no trial there."""
+    spec, table = _grid(tmp_path, no_avx512=True)
+    out = tmp_path / "replay"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "benchmarks.sampler_replay", "--spec", str(spec), "--table", str(table)]
+    cmd += ["replay", "--level", "16", "--seeds", "6", "--out", str(out)]
+    done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["tpe"]["median_refused"] == 0 and summary["tpe"]["not_found"] == 0
+    assert summary["random"]["median_refused"] > 0  # random search draws fp8 and the chunked-off ones
