@@ -349,13 +349,11 @@ def replay(args: argparse.Namespace) -> None:
         "seeds": args.seeds,
         "trials_per_seed": args.trials,
     }
-    from benchmarks.sampler_eval.samplers import RecordedRules, refused_by_a_rule
+    from benchmarks.sampler_eval.samplers import RecordedRules
 
     # the refusals the table records, as a worker on the measuring host refuses them before proposing
-    refused = [
-        e["params"] for e in land.values() if not e["launchable"] and refused_by_a_rule(e.get("reason"))
-    ]
-    samplers = make_samplers(spec, RecordedRules(spec, refused))
+    recorded = [(e["params"], e.get("reason")) for e in land.values()]
+    samplers = make_samplers(spec, RecordedRules(spec, recorded))
     for name, (make, refused_as) in samplers.items():
         runs = [
             replay_one(spec, land, make(seed), None, target, args.trials, refused_as)

@@ -31,8 +31,7 @@ from nova_search.knobs import EngineConfig
 from nova_search.search.configs import sample, stock_config, with_graph_sizes
 from nova_search.search.refusals import RuleCheck
 from nova_search.search.rules import RULES
-from nova_search.search.sampler import NovaSampler, TpeSettings, make_sampler, nova_tpe
-from nova_search.search.wrapping import WrappedSampler
+from nova_search.search.sampler import TpeSettings, make_sampler, nova_samplers, nova_tpe
 from nova_search.spec import StudySpec
 
 #: a sampler for a table and a seed; None with an order: the configurations in that order
@@ -60,32 +59,23 @@ def _on_host(sampler: optuna.samplers.BaseSampler, table: Table) -> optuna.sampl
 
 def with_rules(sampler: optuna.samplers.BaseSampler, rules: RuleCheck) -> optuna.samplers.BaseSampler:
     """``sampler`` with nova's sampler inside it (whatever wraps it) asking ``rules`` instead of its own."""
-    inner = sampler
-    while isinstance(inner, WrappedSampler):
-        if isinstance(inner, NovaSampler) and inner.rules is not None:
-            inner.rules = rules
-        inner = inner.base
+    for nova_sampler in nova_samplers(sampler):
+        if nova_sampler.rules is not None:
+            nova_sampler.rules = rules
     return sampler
 
 
 def host_rules(table: Table) -> RuleCheck:
-    """The rule check a worker on the table's host has: the host's facts where the table keeps them
-    (``Table.facts``); for a measured grid, which keeps none, the refusals its rows record
-    (``RecordedRules``)."""
-    if table.facts is not None:
-        return RuleCheck(table.spec, table.facts)
-    if table.kind == "grid":
-        return RecordedRules.of(table)
-    return RuleCheck(table.spec)
+    """The rule check a worker on the table's host has: the host's facts (``Table.host``); for a
+    measured grid, which keeps none, the refusals its rows record (``RecordedRules``)."""
+    host = table.host
+    if host is not None:
+        return RuleCheck(table.spec, host)
+    return RecordedRules(table.spec, [(e.params, e.reason) for e in table.entries], table.stage)
 
 
 #: the names the compatibility rules give a refusal (``rules.RULES``: a reason reads ``name: why``)
 _RULE_NAMES = frozenset(rule.name for rule in RULES)
-
-
-def refused_by_a_rule(reason: str | None) -> bool:
-    """Whether a recorded refusal is a compatibility rule's (``name: why``), not a failed boot."""
-    return (reason or "").split(":", 1)[0].strip() in _RULE_NAMES
 
 
 class RecordedRules(RuleCheck):
@@ -96,19 +86,17 @@ class RecordedRules(RuleCheck):
     worker on that host refuses the same configurations before proposing them. A configuration that
     failed at boot is not among them: no worker knows that before launching it."""
 
-    def __init__(self, spec: StudySpec, refused: Iterable[Mapping[str, Any]], stage: str = "tune") -> None:
+    def __init__(
+        self, spec: StudySpec, recorded: Iterable[tuple[Mapping[str, Any], str | None]], stage: str = "tune"
+    ) -> None:
+        """``recorded``: each configuration's parameters and the reason it did not run (None: it ran)."""
         super().__init__(spec)
         base = stock_config(spec) if stage == "speculative" else None
         self._refused = {
             with_graph_sizes(spec, sample(optuna.trial.FixedTrial(dict(params)), spec, stage, base))
-            for params in refused
+            for params, reason in recorded
+            if (reason or "").split(":", 1)[0].strip() in _RULE_NAMES  # a rule's ``name: why``
         }
-
-    @classmethod
-    def of(cls, table: Table) -> RecordedRules:
-        """A measured grid's table: the configurations it records as refused by a rule."""
-        refused = [e.params for e in table.entries if not e.launchable and refused_by_a_rule(e.reason)]
-        return cls(table.spec, refused, table.stage)
 
     def _problems(self, config: EngineConfig) -> list[str]:
         problems = super()._problems(config)

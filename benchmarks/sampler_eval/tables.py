@@ -85,10 +85,7 @@ class Table:
     note: str = ""
     #: the spec the replay draws with (a grid measured with a spec of its own keeps it)
     spec_dict: dict[str, Any] | None = field(default=None, compare=False)
-    #: the host facts the table's refusals were decided with, which a worker on that host gives its
-    #: sampler (``search.sampler.use_facts``; ``samplers.host_rules`` does the same); None for a
-    #: measured grid, whose rows record the rules' answers on its host, not the facts
-    #: (``samplers.RecordedRules``)
+    #: the host facts a synthetic surface's refusals were decided with (``host`` gives every table's)
     facts: Facts | None = field(default=None, compare=False)
 
     @cached_property
@@ -100,6 +97,16 @@ class Table:
         if self.max_model_len:
             raw["engine"]["defaults"] = {"max_model_len": self.max_model_len}
         return parse_spec(raw)
+
+    @property
+    def host(self) -> Facts | None:
+        """The host facts the table's refusals are decided with, which a worker on that host gives its
+        sampler (``search.sampler.use_facts``; ``samplers.host_rules`` does the same): a synthetic
+        surface's own, a recorded study's device and context length; None for a measured grid, whose
+        rows record the rules' answers on its host, not the facts (``samplers.RecordedRules``)."""
+        if self.facts is not None or self.kind == "grid":
+            return self.facts
+        return Facts(device=self.device, model_max_len=self.max_model_len)
 
     @cached_property
     def searched(self) -> set[str]:
@@ -131,8 +138,9 @@ class Table:
         """The entry a drawn configuration gets: itself (a grid), else the nearest measured one."""
         if self.kind == "grid":
             return self.by_key[key(params)]
-        facts = self.facts or Facts(device=self.device, model_max_len=self.max_model_len)
-        problems = incompatibilities(config, facts)
+        host = self.host
+        assert host is not None  # a partial table's: its study's device and context length
+        problems = incompatibilities(config, host)
         if problems:
             return Entry(dict(params), launchable=False, reason="; ".join(problems))
         return min(self.entries, key=lambda e: distance(params, e.params, dists))
@@ -400,7 +408,6 @@ def study_tables() -> list[Table]:
         objectives = [(f"output_throughput@{c}", "maximize", c, "output_throughput") for c in levels]
         if ttft_at in levels:
             objectives.append((f"ttft_p99_ms@{ttft_at}", "minimize", ttft_at, "ttft_p99_ms"))
-        device = spec.get("engine", {}).get("device") or "cuda"
         for objective, direction, c, metric in objectives:
             entries = tuple(
                 Entry(m["params"], True, statistics.fmean(getattr(lv, metric) for lv in m["levels"][c]))
@@ -416,10 +423,9 @@ def study_tables() -> list[Table]:
                     space=_searched(space),
                     stage=stage,
                     entries=entries,
-                    device=device,
+                    device=spec.get("engine", {}).get("device") or "cuda",
                     max_model_len=defaults.get("max_model_len"),
                     note=f"recorded study: {len(entries)} measured configurations; the nearest one answers",
-                    facts=Facts(device=device, model_max_len=defaults.get("max_model_len")),
                 )
             )
     return out

@@ -62,7 +62,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +87,7 @@ __all__ = [
     "TpeSettings",
     "distance",
     "make_sampler",
+    "nova_samplers",
     "nova_tpe",
     "repeats",
     "use_facts",
@@ -288,13 +289,20 @@ class NovaSampler(PerTrialSeed):
         self._random.reseed_rng()
 
 
+def nova_samplers(sampler: optuna.samplers.BaseSampler) -> Iterator[NovaSampler]:
+    """nova's sampler(s) inside ``sampler``, whatever wraps them (``WrappedSampler``s, outermost first)."""
+    while isinstance(sampler, WrappedSampler):
+        if isinstance(sampler, NovaSampler):
+            yield sampler
+        sampler = sampler.base
+
+
 def use_facts(sampler: optuna.samplers.BaseSampler, facts: Facts) -> None:
     """Give nova's sampler (inside whatever wraps it) the worker's host facts: its rule check then
     asks every rule (``refusals.RuleCheck``), not only those the spec alone decides."""
-    while isinstance(sampler, WrappedSampler):
-        if isinstance(sampler, NovaSampler) and sampler.rules is not None:
-            sampler.rules.facts = facts
-        sampler = sampler.base
+    for nova in nova_samplers(sampler):
+        if nova.rules is not None:
+            nova.rules.facts = facts
 
 
 def _fixed(trial: FrozenTrial) -> dict[str, Any]:
