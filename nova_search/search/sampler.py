@@ -74,7 +74,6 @@ from nova_search.db import cached_trials
 from nova_search.errors import SpecError
 from nova_search.measure.feasibility import feasible
 from nova_search.results.select import direction_of, pareto_front
-from nova_search.search.additive import additive
 from nova_search.search.neighbours import distance, repeats, steps
 from nova_search.search.ordinal import OrdinalView, from_rank, rank_distribution
 from nova_search.search.refusals import RuleCheck
@@ -116,8 +115,6 @@ class NovaSampler(PerTrialSeed):
         local: bool = False,
         local_after: int = 2,
         rules: RuleCheck | None = None,
-        step_model: str = "proposal",
-        model_after: int = 2,
     ) -> None:
         super().__init__(base, seed)
         self.tries = tries
@@ -126,8 +123,6 @@ class NovaSampler(PerTrialSeed):
         self.local = local
         self.local_after = local_after
         self.rules = rules
-        self.step_model = step_model
-        self.model_after = model_after
         self._random = optuna.samplers.RandomSampler(seed=seed)
         #: the first trial's configuration, drawn whole (``RuleCheck.draw``), by trial number
         self._first: dict[int, dict[str, Any]] = {}
@@ -245,23 +240,15 @@ class NovaSampler(PerTrialSeed):
         seen = {lists(t.params) for t in held}
         centre = {**proposal, **{k: best.params[k] for k in names if k in best.params}}
         moves = [m for m in steps(centre, best.params, search_space) if lists(m) not in seen and new(m)]
-        rng = self._random_for(study, trial)
-        predict = None
-        if self.step_model != "proposal" and len(directions) == 1 and len(done) >= self.model_after:
-            predict = additive(done, directions[0] == "maximize", search_space)
         if not moves:
             return None
+        rng = self._random_for(study, trial)
         tie = FloatDistribution(0.0, 1.0)
         keyed = [
-            (
-                -predict(m) if predict is not None else 0.0,
-                distance(m, proposal, search_space),
-                rng.sample_independent(study, trial, "tie", tie),
-                i,
-            )
+            (distance(m, proposal, search_space), rng.sample_independent(study, trial, "tie", tie), i)
             for i, m in enumerate(moves)
         ]
-        return moves[min(keyed)[3]]
+        return moves[min(keyed)[2]]
 
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
@@ -366,11 +353,6 @@ class TpeSettings:
     #: NovaSampler: steps from the best, once this many trials are measured and feasible
     local: bool = True
     local_after: int = 2
-    #: NovaSampler: which step from the best runs: ``additive``, the one an additive model of the
-    #: measured trials rates best (``search.additive``; one objective), ``proposal``, the one nearest
-    #: to the base's proposal
-    step_model: str = "additive"
-    model_after: int = 2
 
 
 def nova_tpe(
@@ -405,8 +387,6 @@ def nova_tpe(
         local=s.local,
         local_after=s.local_after,
         rules=rules,
-        step_model=s.step_model,
-        model_after=s.model_after,
     )
 
 
