@@ -98,8 +98,8 @@ class RecordedRules(RuleCheck):
             if (reason or "").split(":", 1)[0].strip() in _RULE_NAMES  # a rule's ``name: why``
         }
 
-    def _problems(self, config: EngineConfig) -> list[str]:
-        problems = super()._problems(config)
+    def problems(self, config: EngineConfig) -> list[str]:
+        problems = super().problems(config)
         if not problems and with_graph_sizes(self.spec, config) in self._refused:
             return ["refused by the rules of the host the grid was measured on (its rows say so)"]
         return problems

@@ -71,7 +71,10 @@ class RuleCheck:
             self._stages[name] = (schema.stage_of(attrs), base.config if base else None)
         return self._stages[name]
 
-    def _problems(self, config: EngineConfig) -> list[str]:
+    def problems(self, config: EngineConfig) -> list[str]:
+        """Why the rules refuse ``config`` (empty: they accept it): every rule with the host's facts,
+        the spec's own without them. The one question every other method asks; a subclass that
+        knows more refusals (a measured grid's recorded ones) answers it."""
         config = with_graph_sizes(self.spec, config)
         if self.facts is None:
             return spec_incompatibilities(config)
@@ -83,7 +86,7 @@ class RuleCheck:
             config = sample(optuna.trial.FixedTrial(dict(params)), self.spec, stage, base)
         except ValueError:  # a parameter not drawn yet, or a stage without its base: not known
             return False
-        return bool(self._problems(config))
+        return bool(self.problems(config))
 
     def draw(
         self, study: optuna.Study, rng: optuna.samplers.RandomSampler, tries: int
@@ -97,6 +100,6 @@ class RuleCheck:
                 config = sample(trial, self.spec, stage, base)
             except ValueError:
                 return None
-            if not self._problems(config):
+            if not self.problems(config):
                 return trial.params, trial.distributions
         return None
