@@ -26,8 +26,8 @@ from typing import Any
 import optuna
 from optuna.distributions import CategoricalDistribution
 
-from benchmarks.sampler_eval.tables import Table, configurations
-from nova_search.search.configs import sample, stock_config
+from benchmarks.sampler_eval.tables import Table, configurations, stage_base
+from nova_search.search.configs import sample
 from nova_search.search.refusals import RandomDraw
 
 #: Monte-Carlo draws of a partial table with ranges
@@ -97,7 +97,7 @@ def reference(table: Table) -> tuple[Reference, Reference]:
         listed = None
     if listed is None:
         rng = optuna.samplers.RandomSampler(seed=0)
-        base = stock_config(table.spec) if table.stage == "speculative" else None
+        base = stage_base(table.spec, table.stage)
         counts = {0.05: 0, 0.10: 0}
         for _ in range(DRAWS):
             draw = RandomDraw(rng)

@@ -18,9 +18,9 @@ from typing import Any
 
 import optuna
 
-from benchmarks.sampler_eval.tables import Table, key
+from benchmarks.sampler_eval.tables import Table, key, stage_base
 from nova_search.analysis.noise import median_ci
-from nova_search.search.configs import sample, stock_config
+from nova_search.search.configs import sample
 from nova_search.trial.failure import UNLAUNCHABLE_CONSTRAINT
 
 #: the name the SLO's violation is told under (a spec's condition, as a worker stores it)
@@ -52,7 +52,7 @@ def replay(
     configurations are taken in that order instead (enqueued, as a grid or a shuffle)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = table.spec
-    base = stock_config(spec) if table.stage == "speculative" else None
+    base = stage_base(spec, table.stage)
     study = optuna.create_study(
         direction=table.direction, sampler=sampler or optuna.samplers.RandomSampler(0)
     )

@@ -26,9 +26,9 @@ from typing import Any
 
 import optuna
 
-from benchmarks.sampler_eval.tables import Table
+from benchmarks.sampler_eval.tables import Table, stage_base
 from nova_search.knobs import EngineConfig
-from nova_search.search.configs import sample, stock_config, with_graph_sizes
+from nova_search.search.configs import sample, with_graph_sizes
 from nova_search.search.refusals import RuleCheck
 from nova_search.search.rules import RULES
 from nova_search.search.sampler import TpeSettings, make_sampler, nova_samplers, nova_tpe
@@ -91,7 +91,7 @@ class RecordedRules(RuleCheck):
     ) -> None:
         """``recorded``: each configuration's parameters and the reason it did not run (None: it ran)."""
         super().__init__(spec)
-        base = stock_config(spec) if stage == "speculative" else None
+        base = stage_base(spec, stage)
         self._refused = {
             with_graph_sizes(spec, sample(optuna.trial.FixedTrial(dict(params)), spec, stage, base))
             for params, reason in recorded

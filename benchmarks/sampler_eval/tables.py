@@ -50,6 +50,12 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
 
 
+def stage_base(spec: StudySpec, stage: str) -> EngineConfig | None:
+    """The configuration a stage draws on (``search.configs.sample``'s ``base``): a replayed
+    speculative stage has no tuned trial, so it draws on the spec's stock configuration; None else."""
+    return stock_config(spec) if stage == "speculative" else None
+
+
 def key(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(params), sort_keys=True)
 
@@ -211,7 +217,7 @@ def configurations(
     integer ranges, conditional parameters included), depth first, with its ``EngineConfig`` and the
     chance ``RandomSampler`` draws it (each parameter's values equally likely). A float range raises
     ``ValueError``."""
-    base = stock_config(spec) if stage == "speculative" else None
+    base = stage_base(spec, stage)
     stack: list[list[int]] = [[]]
     while stack:
         path = stack.pop()
